@@ -1,0 +1,39 @@
+"""Config section `target`: the frozen target agent (reference spec §0, §4.4)."""
+import ml_collections
+
+from hr1_jax.config import require
+
+KINDS = ("scripted", "openai")
+
+
+def defaults() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.kind = "scripted"
+    c.name = "scripted-v1"          # recorded in baselines; reruns must use the same target
+    # OpenAI-compatible endpoint (kind=openai).
+    c.base_url = ""
+    c.model = ""
+    c.api_key_env = "OPENAI_API_KEY"
+    c.temperature = 0.0
+    c.max_tokens = 4096
+    c.tool_choice = "auto"
+    c.timeout_s = 120.0
+    c.max_retries = 3
+    c.concurrency = 8
+    c.enable_thinking = False
+    # Scripted simulator (kind=scripted): failure-mode rates and hint compliance.
+    c.scripted = ml_collections.ConfigDict()
+    c.scripted.skill = 0.6           # probability of acting like a competent agent at each step
+    c.scripted.hint_follow_prob = 0.7
+    return c
+
+
+def validate(c, config) -> None:
+    require(c.kind in KINDS, "target.kind", f"must be one of {KINDS}")
+    if c.kind == "openai":
+        require(bool(c.base_url), "target.base_url", "required when target.kind='openai'")
+        require(bool(c.model), "target.model", "required when target.kind='openai'")
+    require(c.max_retries >= 0, "target.max_retries", "must be >= 0")
+    require(c.concurrency >= 1, "target.concurrency", "must be >= 1")
+    require(0.0 <= c.scripted.skill <= 1.0, "target.scripted.skill", "must be in [0, 1]")
+    require(0.0 <= c.scripted.hint_follow_prob <= 1.0, "target.scripted.hint_follow_prob", "must be in [0, 1]")
