@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Private MariaDB instance for DBBench: start | stop | status (all idempotent).
+#
+# The server runs as root on its own datadir (default .cache/mariadb, or $HR1_MARIADB_DIR), listening
+# on a unix socket there and on 127.0.0.1:$HR1_MARIADB_PORT (default 3307, so a system MariaDB on
+# 3306 is never touched). root has an empty password (loopback only). Binary logging is off: the
+# episodes create and drop thousands of throwaway databases.
+#   start   initialise the datadir on first use, start mariadbd, wait until it answers (timeout
+#           $HR1_MARIADB_START_TIMEOUT, default 60 s); exit 0 when already running
+#   stop    shut it down cleanly (SIGTERM, wait, then report); exit 0 when not running
+#   status  exit 0 and print "running ..." when it answers, else exit 1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR="${HR1_MARIADB_DIR:-$PWD/.cache/mariadb}"
+PORT="${HR1_MARIADB_PORT:-3307}"
+TIMEOUT="${HR1_MARIADB_START_TIMEOUT:-60}"
+DATA="$DIR/data"
+SOCK="$DIR/mariadb.sock"
+PIDF="$DIR/mariadb.pid"
+LOG="$DIR/mariadb.err"
+
+find_bin() {  # first of the names found on PATH or in /usr/sbin
+  for name in "$@"; do
+    if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return 0; fi
+    if [ -x "/usr/sbin/$name" ]; then echo "/usr/sbin/$name"; return 0; fi
+  done
+  return 1
+}
+
+pid_alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }
+
+answers() {  # the server accepts a query on our socket
+  local client
+  client="$(find_bin mariadb mysql)" || return 1
+  "$client" --no-defaults --protocol=socket --socket="$SOCK" -uroot -e "SELECT 1" >/dev/null 2>&1
+}
+
+cmd_status() {
+  if pid_alive && answers; then
+    echo "running pid=$(cat "$PIDF") socket=$SOCK port=$PORT datadir=$DATA"
+    return 0
+  fi
+  echo "not running (datadir=$DATA)"
+  return 1
+}
+
+cmd_start() {
+  if pid_alive && answers; then
+    echo "[mariadb] already running (pid $(cat "$PIDF"), port $PORT)"
+    return 0
+  fi
+  local server installer
+  server="$(find_bin mariadbd mysqld)" || { echo "[mariadb] ERROR: mariadbd not installed (apt-get install -y mariadb-server)" >&2; return 2; }
+  installer="$(find_bin mariadb-install-db mysql_install_db)" || { echo "[mariadb] ERROR: mariadb-install-db not found" >&2; return 2; }
+  mkdir -p "$DIR"
+  if [ ! -d "$DATA/mysql" ]; then
+    echo "[mariadb] initialising datadir $DATA"
+    rm -rf "$DATA"
+    "$installer" --no-defaults --user=root --datadir="$DATA" --auth-root-authentication-method=normal \
+      --skip-test-db >"$DIR/install.log" 2>&1 || { echo "[mariadb] ERROR: datadir init failed, see $DIR/install.log" >&2; tail -5 "$DIR/install.log" >&2; return 2; }
+  fi
+  rm -f "$SOCK" "$PIDF"
+  # --no-defaults: ignore /etc/mysql config (its socket/port/user would collide with a system server).
+  nohup "$server" --no-defaults --user=root --datadir="$DATA" --socket="$SOCK" --port="$PORT" \
+    --bind-address=127.0.0.1 --skip-log-bin --pid-file="$PIDF" --log-error="$LOG" \
+    --skip-name-resolve --max-connections=500 --innodb-buffer-pool-size=128M \
+    --innodb-flush-log-at-trx-commit=2 --character-set-server=utf8mb4 \
+    --collation-server=utf8mb4_general_ci >/dev/null 2>&1 &
+  local waited=0
+  until answers; do
+    if [ "$waited" -ge "$((TIMEOUT * 10))" ]; then
+      echo "[mariadb] ERROR: not ready after ${TIMEOUT}s, see $LOG" >&2
+      tail -5 "$LOG" >&2 2>/dev/null || true
+      return 3
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  echo "[mariadb] started (pid $(cat "$PIDF"), socket $SOCK, port $PORT)"
+}
+
+cmd_stop() {
+  if ! pid_alive; then
+    echo "[mariadb] not running"
+    rm -f "$PIDF"
+    return 0
+  fi
+  local pid waited=0
+  pid="$(cat "$PIDF")"
+  kill -TERM "$pid"
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$waited" -ge "$((TIMEOUT * 10))" ]; then
+      echo "[mariadb] ERROR: pid $pid still alive after ${TIMEOUT}s" >&2
+      return 3
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  rm -f "$PIDF"
+  echo "[mariadb] stopped"
+}
+
+case "${1:-}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
+esac
