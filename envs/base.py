@@ -11,9 +11,33 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import hashlib
+import json
 from typing import Any, ClassVar
 
 HOOK_SITES = ("on_init", "make_pre_hint", "on_before_action", "on_post_step")
+TASK_MANIFEST_PROTOCOL = "hr1_task_manifest_v1"
+
+
+def canonical(value: Any) -> Any:
+    """Canonical form for hashing (reference spec §5.2): dicts -> [key, value] pairs sorted by key,
+    lists/tuples -> lists, sets -> sorted by their canonical JSON, scalars kept, others -> str()."""
+    if isinstance(value, dict):
+        return [[str(k), canonical(v)] for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, separators=(",", ":"),
+                                                                             ensure_ascii=False))
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 of the compact, non-ASCII-escaped JSON of `canonical(value)`."""
+    text = json.dumps(canonical(value), separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +143,21 @@ class Environment(abc.ABC):
     @abc.abstractmethod
     def final_result(self) -> dict:
         """At episode end: {"reward": float, "success": bool, "status": str, ...extras}."""
+
+    def manifest_extras(self, task: Task) -> dict:
+        """Extra JSON-able identity fields known only after `reset` (e.g. a digest of generated
+        prices or of the game file); default none. Part of the task manifest."""
+        return {}
+
+    def task_manifest(self, task: Task, seed: int) -> dict:
+        """The task's identity manifest (reference spec §5.2, generalised to every benchmark):
+        hashes of what defines the task plus env version and seed, and `sha256` over all of it.
+        Baseline and rerun must produce equal manifests. Called by the runtime after `reset`."""
+        body = {"protocol": TASK_MANIFEST_PROTOCOL, "benchmark": task.benchmark, "split": task.split,
+                "task_id": int(task.task_id), "env_version": str(self.env_version), "seed": int(seed),
+                "payload_sha256": canonical_sha256(task.payload)}
+        body.update({k: v for k, v in self.manifest_extras(task).items() if k not in body})
+        return {**body, "sha256": canonical_sha256(body)}
 
     def close(self) -> None:
         """Release resources (DB connections, game processes)."""
