@@ -19,14 +19,18 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# MariaDB for DBBench (real server; the project's scripts start and stop it).
-if ! command -v mariadbd >/dev/null 2>&1 && ! [ -x /usr/sbin/mariadbd ]; then
+# System packages from Debian: MariaDB for DBBench (a real server; the project's scripts start and
+# stop it) and Chromium, which the report test uses to render report.html headless.
+missing=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[setup] installing mariadb-server from Debian"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null) \
-      || echo "[setup] WARNING: could not install MariaDB; DBBench falls back to SQLite"
+    echo "[setup] installing ${missing[*]} from Debian"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+      || echo "[setup] WARNING: could not install ${missing[*]}; DBBench falls back to SQLite, report render test skips"
   else
-    echo "[setup] WARNING: MariaDB missing and not root; DBBench falls back to SQLite"
+    echo "[setup] WARNING: ${missing[*]} missing and not root; DBBench falls back to SQLite, report render test skips"
   fi
 fi
 

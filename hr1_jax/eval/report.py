@@ -1,0 +1,296 @@
+"""Reports people can read: `report.md` and a self-contained `report.html` (plots inlined as PNG).
+
+Tables: the main table in the reference's format (ALFWorld all, WebShop score/success, DBBench
+success, average), per-benchmark paired deltas with bootstrap intervals (not-significant gains
+marked), rescued/regressed counts, costs; then one readable view per patch: its think text, its
+hooks as highlighted code, how often each hook fired with which effect, and the tasks it rescued or
+broke.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import keyword
+import os
+import tokenize
+from collections import defaultdict
+
+import numpy as np
+
+from hr1_jax.eval.results import BENCHMARK_LABELS, EvalResult, MethodResult
+from hr1_jax.eval.stats import summarize_pairs
+
+BENCH_ORDER = ("alfworld", "webshop", "dbbench")
+
+
+# ----------------------------------------------------------------------------------------------
+# numbers
+
+def _by_benchmark(method: MethodResult) -> dict[str, list]:
+    groups: dict[str, list] = defaultdict(list)
+    for p in method.pairs:
+        groups[p.benchmark].append(p)
+    return groups
+
+
+def main_table_rows(result: EvalResult) -> list[dict]:
+    """Rows of the main table: the shared no-patch baseline first, then each method (patched)."""
+    def row(name, groups, which):
+        cells = {}
+        for bench in BENCH_ORDER:
+            pairs = groups.get(bench)
+            if not pairs:
+                continue
+            rewards = np.array([getattr(p, which) for p in pairs])
+            cells[f"{bench}_success"] = 100.0 * float(np.mean(rewards >= result.threshold))
+            if bench == "webshop":
+                cells["webshop_score"] = 100.0 * float(np.mean(rewards))
+        parts = [cells[k] for k in ("alfworld_success", "webshop_success", "dbbench_success") if k in cells]
+        cells["average"] = float(np.mean(parts)) if parts else float("nan")
+        return {"method": name, **cells}
+
+    rows = []
+    if result.methods:
+        rows.append(row("No patch (baseline)", _by_benchmark(result.methods[0]), "baseline_reward"))
+    for m in result.methods:
+        rows.append(row(m.name + (" †" if m.upper_reference else ""), _by_benchmark(m), "patched_reward"))
+    return rows
+
+
+def delta_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+    rows = []
+    for m in result.methods:
+        for bench, pairs in sorted(_by_benchmark(m).items(), key=lambda kv: BENCH_ORDER.index(kv[0])):
+            s = summarize_pairs([p.baseline_reward for p in pairs], [p.patched_reward for p in pairs],
+                                threshold=result.threshold, n_boot=n_boot, seed=seed,
+                                clusters=[p.task_id for p in pairs])
+            base_pass = np.mean([p.baseline_reward >= result.threshold for p in pairs])
+            patched_pass = np.mean([p.patched_reward >= result.threshold for p in pairs])
+            rows.append({"method": m.name, "benchmark": bench, **s.to_dict(),
+                         "delta_pass_rate": float(patched_pass - base_pass),
+                         "seeds": len({p.seed for p in pairs})})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# plots
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def plot_deltas(deltas: list[dict]) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    methods = list(dict.fromkeys(d["method"] for d in deltas))
+    benches = [b for b in BENCH_ORDER if any(d["benchmark"] == b for d in deltas)]
+    fig, ax = plt.subplots(figsize=(1.8 + 2.2 * len(benches), 3.4))
+    width = 0.8 / max(1, len(methods))
+    for i, m in enumerate(methods):
+        xs, ys, lo, hi = [], [], [], []
+        for j, b in enumerate(benches):
+            d = next((d for d in deltas if d["method"] == m and d["benchmark"] == b), None)
+            if d is None:
+                continue
+            xs.append(j + (i - (len(methods) - 1) / 2) * width)
+            ys.append(100 * d["mean_delta"])
+            lo.append(100 * (d["mean_delta"] - d["ci_low"]))
+            hi.append(100 * (d["ci_high"] - d["mean_delta"]))
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=m)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(benches)), [BENCHMARK_LABELS[b] for b in benches])
+    ax.set_ylabel("mean reward delta (pp), 95% CI")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_rescued_regressed(deltas: list[dict]) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{d['method']}\n{d['benchmark']}" for d in deltas]
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(labels)), 3.4))
+    xs = np.arange(len(labels))
+    ax.bar(xs - 0.2, [d["rescued"] for d in deltas], 0.4, label="rescued", color="#2a9d8f")
+    ax.bar(xs + 0.2, [d["regressed"] for d in deltas], 0.4, label="regressed", color="#e76f51")
+    ax.set_xticks(xs, labels, fontsize=6, rotation=30, ha="right")
+    ax.set_ylabel("tasks")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+# ----------------------------------------------------------------------------------------------
+# code highlighting (stdlib tokenize; no extra dependency)
+
+_TOKEN_CLASS = {tokenize.STRING: "s", tokenize.COMMENT: "c", tokenize.NUMBER: "n"}
+
+
+def highlight_python(code: str) -> str:
+    """HTML for `code` with keyword/string/comment/number spans; falls back to escaped text."""
+    lines = code.splitlines(keepends=True)
+    offsets = np.cumsum([0] + [len(x) for x in lines]).tolist()
+    out, pos = [], 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            start = offsets[tok.start[0] - 1] + tok.start[1] if tok.start[0] - 1 < len(offsets) else len(code)
+            end = offsets[tok.end[0] - 1] + tok.end[1] if tok.end[0] - 1 < len(offsets) else len(code)
+            if start < pos:
+                continue
+            out.append(html.escape(code[pos:start]))
+            text = html.escape(code[start:end])
+            cls = _TOKEN_CLASS.get(tok.type)
+            if tok.type == tokenize.NAME and keyword.iskeyword(tok.string):
+                cls = "k"
+            out.append(f'<span class="{cls}">{text}</span>' if cls else text)
+            pos = end
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return html.escape(code)
+    out.append(html.escape(code[pos:]))
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# rendering
+
+def _fmt(x, nd=1):
+    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
+
+
+MAIN_COLUMNS = [("alfworld_success", "ALFWorld (all)"), ("webshop_score", "WebShop score†"),
+                ("webshop_success", "WebShop success†"), ("dbbench_success", "DBBench success"),
+                ("average", "Avg")]
+
+
+def _delta_cell(d) -> str:
+    sig = "" if d["significant"] else " (n.s.)"
+    return (f"{100 * d['mean_delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]{sig}")
+
+
+def render_markdown(result: EvalResult, main_rows, deltas) -> str:
+    lines = [f"# {result.title}", ""]
+    lines += [f"- {n}" for n in result.notes] + [""]
+    lines += ["## Main table (success %, WebShop score = mean reward × 100)", "",
+              "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
+              "|---" * (len(MAIN_COLUMNS) + 1) + "|"]
+    for r in main_rows:
+        lines.append(f"| {r['method']} | " + " | ".join(_fmt(r.get(k)) for k, _ in MAIN_COLUMNS) + " |")
+    lines += ["", "† WebShop is the project's self-contained substitute environment, not the original.", ""]
+    lines += ["## Paired deltas per benchmark (pp, 95% paired bootstrap CI; n.s. = interval crosses 0)", "",
+              "| Method | Benchmark | n | Δ reward [CI] | Δ pass rate | rescued | regressed | seeds |",
+              "|---|---|---|---|---|---|---|---|"]
+    for d in deltas:
+        lines.append(f"| {d['method']} | {BENCHMARK_LABELS[d['benchmark']]} | {d['n']} | {_delta_cell(d)} | "
+                     f"{100 * d['delta_pass_rate']:+.1f} | {d['rescued']} | {d['regressed']} | {d['seeds']} |")
+    lines += ["", "## Cost and validity", "",
+              "| Method | target episodes | target tokens | engineer tokens | wall s | invalid patches | eval failed |",
+              "|---|---|---|---|---|---|---|"]
+    for m in result.methods:
+        c = m.cost
+        lines.append(f"| {m.name} | {c.get('target_episodes', 0)} | {c.get('target_tokens', 0)} | "
+                     f"{c.get('engineer_tokens', 0)} | {_fmt(c.get('wall_seconds', 0.0))} | {m.n_invalid} | "
+                     f"{m.n_eval_failed} |")
+    lines += ["", "## Patches", ""]
+    for m in result.methods:
+        for p in m.patches:
+            lines.append(f"### {m.name} · {p.benchmark} · {p.batch} · seed {p.seed} — "
+                         f"{'valid' if p.valid else 'INVALID'}")
+            if p.reason:
+                lines.append(f"_{p.reason}_")
+            if p.think:
+                lines += ["", "> " + p.think.strip().replace("\n", "\n> ")]
+            for action in (p.patch or {}).get("actions", []):
+                lines += ["", f"**{action.get('hook')}**", "", "```python", action.get("code", ""), "```"]
+            if p.hook_stats:
+                lines += ["", "| hook | " + "effects |", "|---|---|"]
+                for hook, stats in sorted(p.hook_stats.items()):
+                    lines.append(f"| {hook} | " + ", ".join(f"{k}: {v}" for k, v in sorted(stats.items())) + " |")
+            lines += ["", f"rescued: {p.rescued or '–'} · broke: {p.regressed or '–'}", ""]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}.ns{color:#999}
+pre{background:#f8f8f8;padding:8px;overflow-x:auto;font-size:12px}.k{color:#00f}.s{color:#a31515}
+.c{color:#008000}.n{color:#098658}details{margin:0.6em 0;border:1px solid #ddd;padding:6px}
+.think{white-space:pre-wrap;background:#fffbe6;padding:6px}.bad{color:#c00}
+"""
+
+
+def render_html(result: EvalResult, main_rows, deltas) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(result.title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><ul>"]
+    parts += [f"<li>{e(n)}</li>" for n in result.notes]
+    parts.append("</ul><h2>Main table</h2><table id='main-table'><tr><th>Method</th>"
+                 + "".join(f"<th>{e(c[1])}</th>" for c in MAIN_COLUMNS) + "</tr>")
+    for r in main_rows:
+        parts.append(f"<tr><td>{e(r['method'])}</td>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k, _ in MAIN_COLUMNS)
+                     + "</tr>")
+    parts.append("</table><p>† WebShop is the project's self-contained substitute environment.</p>")
+    parts.append("<h2>Paired deltas</h2><table id='delta-table'><tr><th>Method</th><th>Benchmark</th><th>n</th>"
+                 "<th>Δ reward pp [95% CI]</th><th>Δ pass pp</th><th>rescued</th><th>regressed</th><th>seeds</th></tr>")
+    for d in deltas:
+        cls = "" if d["significant"] else " class='ns'"
+        parts.append(f"<tr{cls}><td>{e(d['method'])}</td><td>{e(BENCHMARK_LABELS[d['benchmark']])}</td><td>{d['n']}</td>"
+                     f"<td>{e(_delta_cell(d))}</td><td>{100 * d['delta_pass_rate']:+.1f}</td><td>{d['rescued']}</td>"
+                     f"<td>{d['regressed']}</td><td>{d['seeds']}</td></tr>")
+    parts.append("</table>")
+    if deltas:
+        parts.append(f"<h2>Plots</h2><img class='plot' alt='deltas' src='data:image/png;base64,{plot_deltas(deltas)}'>"
+                     f"<img class='plot' alt='rescued vs regressed' "
+                     f"src='data:image/png;base64,{plot_rescued_regressed(deltas)}'>")
+    parts.append("<h2>Cost and validity</h2><table><tr><th>Method</th><th>target episodes</th><th>target tokens</th>"
+                 "<th>engineer tokens</th><th>wall s</th><th>invalid patches</th><th>eval failed</th></tr>")
+    for m in result.methods:
+        c = m.cost
+        parts.append(f"<tr><td>{e(m.name)}</td><td>{c.get('target_episodes', 0)}</td><td>{c.get('target_tokens', 0)}</td>"
+                     f"<td>{c.get('engineer_tokens', 0)}</td><td>{_fmt(c.get('wall_seconds', 0.0))}</td>"
+                     f"<td>{m.n_invalid}</td><td>{m.n_eval_failed}</td></tr>")
+    parts.append("</table><h2>Patches</h2>")
+    for m in result.methods:
+        for p in m.patches:
+            status = "valid" if p.valid else "<span class='bad'>INVALID</span>"
+            parts.append(f"<details><summary>{e(m.name)} · {e(p.benchmark)} · {e(p.batch)} · seed {p.seed} — {status}"
+                         f" · rescued {len(p.rescued)} / broke {len(p.regressed)}</summary>")
+            if p.reason:
+                parts.append(f"<p><i>{e(p.reason)}</i></p>")
+            if p.think:
+                parts.append(f"<div class='think'>{e(p.think.strip())}</div>")
+            if p.patch and p.patch.get("description"):
+                parts.append(f"<p>{e(p.patch['description'])}</p>")
+            for action in (p.patch or {}).get("actions", []):
+                parts.append(f"<h4>{e(str(action.get('hook')))}</h4><pre>{highlight_python(action.get('code', ''))}</pre>")
+            if p.hook_stats:
+                parts.append("<table><tr><th>hook</th><th>effects</th></tr>")
+                for hook, stats in sorted(p.hook_stats.items()):
+                    parts.append(f"<tr><td>{e(hook)}</td><td>"
+                                 + e(", ".join(f"{k}: {v}" for k, v in sorted(stats.items()))) + "</td></tr>")
+                parts.append("</table>")
+            parts.append(f"<p>rescued tasks: {e(str(p.rescued or '–'))}; broke: {e(str(p.regressed or '–'))}</p></details>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Write report.md, report.html and report.json (the numbers) into `outdir`."""
+    os.makedirs(outdir, exist_ok=True)
+    main_rows = main_table_rows(result)
+    deltas = delta_rows(result, n_boot=n_boot, seed=seed)
+    paths = {"md": os.path.join(outdir, "report.md"), "html": os.path.join(outdir, "report.html"),
+             "json": os.path.join(outdir, "report.json")}
+    with open(paths["md"], "w") as f:
+        f.write(render_markdown(result, main_rows, deltas))
+    with open(paths["html"], "w") as f:
+        f.write(render_html(result, main_rows, deltas))
+    with open(paths["json"], "w") as f:
+        json.dump({"main_table": main_rows, "deltas": deltas}, f, indent=1, sort_keys=True)
+    return paths

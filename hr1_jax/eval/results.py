@@ -1,0 +1,69 @@
+"""The evaluation result model shared by the evaluator, the reports and TensorBoard."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+BENCHMARK_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop (substitute)", "dbbench": "DBBench"}
+
+
+@dataclasses.dataclass
+class TaskPair:
+    """One task run without and with a method's intervention (same identity, same target)."""
+    benchmark: str
+    task_id: int
+    seed: int
+    batch: str
+    baseline_reward: float
+    patched_reward: float
+
+
+@dataclasses.dataclass
+class PatchRecord:
+    """One patch as a reviewer sees it: why it was written, what it is, what it did."""
+    method: str
+    benchmark: str
+    batch: str
+    seed: int
+    valid: bool
+    reason: str = ""                       # why invalid / how evaluated
+    think: str = ""
+    patch: dict | None = None
+    hook_stats: dict = dataclasses.field(default_factory=dict)   # hook -> {effect/status: count}
+    rescued: list = dataclasses.field(default_factory=list)       # task ids
+    regressed: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class MethodResult:
+    name: str
+    description: str = ""
+    pairs: list[TaskPair] = dataclasses.field(default_factory=list)
+    patches: list[PatchRecord] = dataclasses.field(default_factory=list)
+    # target_episodes, target_tokens, engineer_tokens, wall_seconds
+    cost: dict = dataclasses.field(default_factory=dict)
+    n_invalid: int = 0
+    n_eval_failed: int = 0
+    upper_reference: bool = False          # e.g. best-of-N chosen by the environment's own signal
+
+
+@dataclasses.dataclass
+class EvalResult:
+    title: str
+    methods: list[MethodResult]
+    threshold: float = 1.0
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EvalResult":
+        raw = json.loads(text)
+        methods = []
+        for m in raw["methods"]:
+            m["pairs"] = [TaskPair(**p) for p in m["pairs"]]
+            m["patches"] = [PatchRecord(**p) for p in m["patches"]]
+            methods.append(MethodResult(**m))
+        raw["methods"] = methods
+        return cls(**raw)

@@ -1,0 +1,71 @@
+"""Paired statistics for patched-vs-baseline comparisons.
+
+Every comparison is paired per task: the same task identity run without and with a patch. Gains
+are reported with paired bootstrap confidence intervals (resampling tasks, several seeds pooled as
+separate pairs), and a gain whose interval crosses 0 is flagged as not significant.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedSummary:
+    n: int
+    mean_delta: float
+    ci_low: float
+    ci_high: float
+    rescued: int      # baseline failed, patched succeeded
+    regressed: int    # baseline succeeded, patched failed
+
+    @property
+    def significant(self) -> bool:
+        return self.n > 0 and (self.ci_low > 0 or self.ci_high < 0)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["significant"] = self.significant
+        return d
+
+
+def paired_bootstrap_ci(deltas, *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0,
+                        clusters=None) -> tuple[float, float, float]:
+    """Mean of per-pair `deltas` with a percentile bootstrap interval.
+
+    With `clusters` (e.g. task ids repeated over seeds), whole clusters are resampled so repeated
+    runs of one task are not counted as independent evidence.
+    """
+    deltas = np.asarray(deltas, dtype=np.float64)
+    if deltas.size == 0:
+        return 0.0, 0.0, 0.0
+    mean = float(deltas.mean())
+    if deltas.size == 1:
+        return mean, mean, mean
+    rng = np.random.default_rng(seed)
+    if clusters is None:
+        idx = rng.integers(0, deltas.size, size=(n_boot, deltas.size))
+        boots = deltas[idx].mean(axis=1)
+    else:
+        clusters = np.asarray(clusters)
+        keys, inverse = np.unique(clusters, return_inverse=True)
+        sums = np.bincount(inverse, weights=deltas, minlength=keys.size)
+        counts = np.bincount(inverse, minlength=keys.size).astype(np.float64)
+        pick = rng.integers(0, keys.size, size=(n_boot, keys.size))
+        boots = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
+    return mean, float(lo), float(hi)
+
+
+def summarize_pairs(baseline_rewards, patched_rewards, *, threshold: float = 1.0, n_boot: int = 2000,
+                    seed: int = 0, clusters=None) -> PairedSummary:
+    base = np.asarray(baseline_rewards, dtype=np.float64)
+    patched = np.asarray(patched_rewards, dtype=np.float64)
+    if base.shape != patched.shape:
+        raise ValueError(f"unpaired outcomes: {base.shape} baseline vs {patched.shape} patched")
+    mean, lo, hi = paired_bootstrap_ci(patched - base, n_boot=n_boot, seed=seed, clusters=clusters)
+    base_ok, patched_ok = base >= threshold, patched >= threshold
+    return PairedSummary(n=int(base.size), mean_delta=mean, ci_low=lo, ci_high=hi,
+                         rescued=int(np.sum(~base_ok & patched_ok)),
+                         regressed=int(np.sum(base_ok & ~patched_ok)))
