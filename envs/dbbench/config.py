@@ -10,14 +10,18 @@ def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.max_rounds = 20
     c.backend = "auto"       # auto = MariaDB when a server is reachable, else SQLite (logged)
+    # The project's private server (launch/mariadb.sh: 127.0.0.1:3307, root, empty password).
     c.host = "127.0.0.1"
-    c.port = 3306
+    c.port = 3307
     c.user = "root"
     c.password = ""
-    c.socket = ""
+    c.socket = ""            # unix socket path; when set it is used instead of host/port
+    c.connect_timeout_s = 5.0
     return c
 
 
 def validate(c, config) -> None:
     require(c.max_rounds >= 1, "dbbench.max_rounds", "must be >= 1")
     require(c.backend in BACKENDS, "dbbench.backend", f"must be one of {BACKENDS}")
+    require(1 <= int(c.port) <= 65535, "dbbench.port", "must be a TCP port")
+    require(c.connect_timeout_s > 0, "dbbench.connect_timeout_s", "must be > 0")
