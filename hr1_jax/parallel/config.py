@@ -1,7 +1,39 @@
-"""Config section `mesh`: device mesh shape and logical-axis rules."""
+"""Config section `mesh`: device mesh shape and logical-axis rules.
+
+Model parameters and activations carry *logical* axis names ("embed", "mlp", "heads", ...); a rules
+table maps each name to mesh axes ("data", "fsdp", "tensor"), comma separated, "" = replicated.
+Two profiles: `train_rules` (FSDP over the embedding dim + tensor parallel heads/MLP/vocab) and
+`sample_rules` (weights tensor-parallel only, so decode does no per-step all-gather of FSDP shards;
+the batch still spreads over data+fsdp). Override one entry from the CLI with e.g.
+`--config.mesh.train_rules.embed=`.
+"""
 import ml_collections
 
 from hr1_jax.config import require
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# Logical names used by the models (params) and by activations/batches.
+_TRAIN_RULES = {
+    "batch": "data,fsdp",
+    "length": "",
+    "vocab": "tensor",
+    "embed": "fsdp",
+    "mlp": "tensor",
+    "heads": "tensor",
+    "kv_heads": "tensor",
+    "head_dim": "",
+    "q_heads_gate": "tensor",
+    "linear_heads": "tensor",
+    "linear_k_heads": "tensor",
+    "linear_v_heads": "tensor",
+    "linear_conv": "tensor",
+    "conv_kernel": "",
+    "norm": "",
+    "layers": "",
+    "cache_length": "",
+}
+_SAMPLE_RULES = dict(_TRAIN_RULES, embed="")
 
 
 def defaults() -> ml_collections.ConfigDict:
@@ -10,6 +42,8 @@ def defaults() -> ml_collections.ConfigDict:
     c.data = 1
     c.fsdp = -1
     c.tensor = 1
+    c.train_rules = ml_collections.ConfigDict(dict(_TRAIN_RULES))
+    c.sample_rules = ml_collections.ConfigDict(dict(_SAMPLE_RULES))
     return c
 
 
@@ -17,3 +51,21 @@ def validate(c, config) -> None:
     sizes = [c.data, c.fsdp, c.tensor]
     require(all(s == -1 or s >= 1 for s in sizes), "mesh", "axis sizes must be >= 1 or -1")
     require(sum(s == -1 for s in sizes) <= 1, "mesh", "at most one axis may be -1")
+    for profile in ("train_rules", "sample_rules"):
+        for name, axes in c[profile].items():
+            parts = [a.strip() for a in str(axes).split(",") if a.strip()]
+            bad = [a for a in parts if a not in MESH_AXES]
+            require(not bad, f"mesh.{profile}.{name}", f"unknown mesh axes {bad}; use {MESH_AXES}")
+            require(len(set(parts)) == len(parts), f"mesh.{profile}.{name}", "repeats a mesh axis")
+
+
+def rules_tuple(rules) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    """ConfigDict/dict {logical: "a,b"} -> flax-style ((logical, ("a","b")|None), ...)."""
+    out = []
+    for name, axes in dict(rules).items():
+        if isinstance(axes, (tuple, list)):
+            parts = tuple(axes)
+        else:
+            parts = tuple(a.strip() for a in str(axes or "").split(",") if a.strip())
+        out.append((name, parts or None))
+    return tuple(out)

@@ -1,0 +1,242 @@
+"""Tokenizers behind one interface: a checkpoint's HF tokenizer, or the project's SentencePiece model.
+
+`Tokenizer` is what the sampler, trainers and data code use: `encode`, `decode`, special-token ids
+and a Qwen-style `apply_chat_template`. The HF path loads `transformers.AutoTokenizer` strictly
+offline from a checkpoint folder (and uses that checkpoint's own chat template when it has one);
+the SentencePiece path is the embedded default for randomly initialised engineers, trained by
+`train_sentencepiece` on the project's own prompt/patch corpus with the chat special tokens as
+single, never-split pieces and byte fallback (so any text round-trips exactly).
+
+Usage as a script (rebuilds the embedded model from JSON/JSONL/text files):
+    python -m hr1_jax.models.tokenizer --out hr1_jax/models/assets/engineer_spm FILE...
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+from typing import Iterable, Sequence
+
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+PATCH_OPEN, PATCH_CLOSE = "<patch>", "</patch>"
+ENDOFTEXT = "<|endoftext|>"
+# Order fixes their ids in the SentencePiece vocab (after pad=0, unk=1, </s>=2).
+SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END, THINK_OPEN, THINK_CLOSE, PATCH_OPEN, PATCH_CLOSE,
+                  "<tool_call>", "</tool_call>")
+
+ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
+DEFAULT_SPM = ASSETS / "engineer_spm.model"
+
+
+def format_chat(messages: Sequence[dict], add_generation_prompt: bool = True,
+                enable_thinking: bool = True) -> str:
+    """Qwen chat text: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message.
+
+    With `add_generation_prompt` the assistant turn is opened; with `enable_thinking` it is
+    pre-filled with `<think>\\n` (the model continues its reasoning), otherwise with an empty think
+    block `<think>\\n\\n</think>\\n\\n` as Qwen3's template does for non-thinking mode.
+    """
+    parts = []
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        if role not in ("system", "user", "assistant", "tool") or not isinstance(content, str):
+            raise ValueError(f"bad chat message {m!r}: need role in system/user/assistant/tool and str content")
+        parts.append(f"{IM_START}{role}\n{content}{IM_END}\n")
+    if add_generation_prompt:
+        parts.append(f"{IM_START}assistant\n")
+        parts.append(f"{THINK_OPEN}\n" if enable_thinking else f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n")
+    return "".join(parts)
+
+
+class Tokenizer:
+    """Common interface. Subclasses set `vocab_size`, `eos_id`, `pad_id`, `stop_ids` and implement
+    `encode`, `decode`, `token_to_id`."""
+
+    vocab_size: int
+    eos_id: int          # end of an assistant turn (what generation stops on)
+    pad_id: int
+    stop_ids: tuple[int, ...]
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        raise NotImplementedError
+
+    def token_to_id(self, token: str) -> int | None:
+        raise NotImplementedError
+
+    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True,
+                            enable_thinking: bool = True, tokenize: bool = False) -> str | list[int]:
+        text = format_chat(messages, add_generation_prompt, enable_thinking)
+        return self.encode(text) if tokenize else text
+
+
+class SentencePieceTokenizer(Tokenizer):
+    def __init__(self, model: str | os.PathLike | bytes):
+        import sentencepiece as spm
+
+        if isinstance(model, bytes):
+            self.sp = spm.SentencePieceProcessor(model_proto=model)
+        else:
+            if not pathlib.Path(model).is_file():
+                raise FileNotFoundError(f"SentencePiece model not found: {model}")
+            self.sp = spm.SentencePieceProcessor(model_file=str(model))
+        self.vocab_size = self.sp.get_piece_size()
+        ids = {t: self.sp.piece_to_id(t) for t in (IM_END, ENDOFTEXT)}
+        missing = [t for t, i in ids.items() if i == self.sp.unk_id()]
+        if missing:
+            raise ValueError(f"SentencePiece model lacks special tokens {missing}; train it with "
+                             "train_sentencepiece")
+        self.eos_id = ids[IM_END]
+        self.pad_id = self.sp.pad_id() if self.sp.pad_id() >= 0 else ids[ENDOFTEXT]
+        self.stop_ids = tuple(sorted({ids[IM_END], ids[ENDOFTEXT], self.sp.eos_id()} - {-1}))
+        self._special = {i for i in range(self.vocab_size)
+                         if self.sp.is_control(i) or self.sp.id_to_piece(i) in SPECIAL_TOKENS}
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.sp.encode(text))
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        ids = [int(i) for i in ids]
+        if skip_special:
+            ids = [i for i in ids if i not in self._special]
+        return self.sp.decode(ids)
+
+    def token_to_id(self, token: str) -> int | None:
+        i = self.sp.piece_to_id(token)
+        return None if i == self.sp.unk_id() and token != self.sp.id_to_piece(i) else i
+
+
+class HFTokenizer(Tokenizer):
+    """`transformers.AutoTokenizer` loaded from a local checkpoint folder, never the network."""
+
+    def __init__(self, path: str | os.PathLike):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoTokenizer
+
+        if not pathlib.Path(path).is_dir():
+            raise FileNotFoundError(f"tokenizer folder not found: {path}")
+        self.tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.vocab_size = len(self.tok)
+        im_end = self.token_to_id(IM_END)
+        eos = self.tok.eos_token_id
+        self.eos_id = im_end if im_end is not None else eos
+        if self.eos_id is None:
+            raise ValueError(f"tokenizer at {path} has neither {IM_END} nor an eos token")
+        pad = self.tok.pad_token_id
+        self.pad_id = pad if pad is not None else self.eos_id
+        self.stop_ids = tuple(sorted({i for i in (im_end, eos, self.token_to_id(ENDOFTEXT)) if i is not None}))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+
+    def token_to_id(self, token: str) -> int | None:
+        i = self.tok.convert_tokens_to_ids(token)
+        return None if i is None or i == self.tok.unk_token_id else int(i)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, enable_thinking=True,
+                            tokenize=False):
+        if not getattr(self.tok, "chat_template", None):
+            return super().apply_chat_template(messages, add_generation_prompt, enable_thinking, tokenize)
+        # The checkpoint's own template is authoritative (Qwen3/3.5 read `enable_thinking`).
+        # transformers needs jinja2 here (listed in setup.py); tokenize=False then encode ourselves
+        # because tokenize=True returns a BatchEncoding in transformers 5.
+        text = self.tok.apply_chat_template(list(messages), tokenize=False,
+                                            add_generation_prompt=add_generation_prompt,
+                                            enable_thinking=enable_thinking)
+        return self.encode(text) if tokenize else text
+
+
+def train_sentencepiece(texts: Iterable[str], out_prefix: str | os.PathLike | None = None,
+                        vocab_size: int = 2048, model_type: str = "bpe",
+                        extra_symbols: Sequence[str] = ()) -> bytes:
+    """Train a SentencePiece model on `texts`; write `{out_prefix}.model` if given; return its bytes.
+
+    Settings keep code intact: identity normalisation, no whitespace collapsing, no dummy prefix,
+    newline as its own piece, digits split, and byte fallback so unseen characters round-trip.
+    """
+    import sentencepiece as spm
+
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ValueError("train_sentencepiece: empty corpus")
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=False, split_digits=True, allow_whitespace_only_pieces=True,
+        user_defined_symbols=list(SPECIAL_TOKENS) + ["\n"] + list(extra_symbols),
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=2, max_sentence_length=1 << 20,
+        hard_vocab_limit=False, minloglevel=2)
+    proto = buf.getvalue()
+    if out_prefix is not None:
+        path = pathlib.Path(f"{out_prefix}.model")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(proto)
+    return proto
+
+
+def load_tokenizer(spec: str = "", hf_checkpoint: str = "") -> Tokenizer:
+    """`model.tokenizer` semantics: a folder -> HF tokenizer; a `.model` file -> SentencePiece;
+    "" -> the checkpoint folder's tokenizer if there is one, else the embedded project model."""
+    spec = spec or hf_checkpoint
+    if not spec:
+        return SentencePieceTokenizer(DEFAULT_SPM)
+    p = pathlib.Path(spec)
+    if p.is_dir():
+        return HFTokenizer(p)
+    if p.suffix == ".model":
+        return SentencePieceTokenizer(p)
+    raise FileNotFoundError(f"tokenizer {spec!r}: expected an HF folder or a SentencePiece .model file")
+
+
+def texts_from_files(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """Every string inside JSON / JSONL files (recursively), or whole text files otherwise."""
+    out: list[str] = []
+
+    def walk(o):
+        if isinstance(o, str):
+            out.append(o)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    for path in paths:
+        p = pathlib.Path(path)
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".json":
+            walk(json.loads(text))
+        elif p.suffix == ".jsonl":
+            for line in text.splitlines():
+                if line.strip():
+                    walk(json.loads(line))
+        else:
+            out.append(text)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Train the project SentencePiece tokenizer.")
+    ap.add_argument("--out", required=True, help="output prefix (writes PREFIX.model)")
+    ap.add_argument("--vocab-size", type=int, default=2048)
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args(argv)
+    texts = texts_from_files(args.files)
+    train_sentencepiece(texts, args.out, args.vocab_size)
+    print(f"wrote {args.out}.model from {len(texts)} texts ({sum(map(len, texts))} chars)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
