@@ -1,0 +1,74 @@
+"""Unpack the shipped ALFWorld game files (idempotent): `python -m envs.alfworld.unpack [DEST]`.
+
+The 4,027 `game.tw-pddl` files ship as one tar.xz (see data/SOURCE.md). They are unpacked into
+`$HR1_ALFWORLD_DATA` or, by default, the gitignored `envs/alfworld/data/unpacked/`. A stamp file
+holding the archive's sha256 makes reruns free; a changed archive is unpacked again. Extraction
+goes to a temporary sibling folder that is renamed into place, so an interrupted run never leaves
+a half-filled tree behind that looks complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+ARCHIVE = DATA / "alfworld_json_2.1.1_tw-pddl.tar.xz"
+ROOT_NAME = "json_2.1.1"          # top folder inside the archive; split paths start with it
+STAMP = ".hr1-unpacked"
+
+
+def default_dest() -> Path:
+    return Path(os.environ.get("HR1_ALFWORLD_DATA") or DATA / "unpacked")
+
+
+def archive_sha256(path: Path = ARCHIVE) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def is_unpacked(dest: Path, digest: str | None = None) -> bool:
+    stamp = dest / STAMP
+    if not stamp.is_file() or not (dest / ROOT_NAME).is_dir():
+        return False
+    return digest is None or stamp.read_text().strip() == digest
+
+
+def unpack(dest: Path | None = None, archive: Path = ARCHIVE) -> Path:
+    """Ensure the games are unpacked under `dest`; returns `dest` (which holds `json_2.1.1/`)."""
+    dest = Path(dest or default_dest())
+    if not archive.is_file():
+        raise FileNotFoundError(f"ALFWorld archive missing: {archive}")
+    digest = archive_sha256(archive)
+    if is_unpacked(dest, digest):
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / f".tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t0 = time.monotonic()
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(tmp, filter="data")
+    shutil.rmtree(dest / ROOT_NAME, ignore_errors=True)
+    os.replace(tmp / ROOT_NAME, dest / ROOT_NAME)
+    shutil.rmtree(tmp, ignore_errors=True)
+    (dest / STAMP).write_text(digest + "\n")
+    print(f"[alfworld] unpacked {archive.name} into {dest} in {time.monotonic() - t0:.1f}s")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    dest = unpack(Path(argv[0]) if argv else None)
+    print(f"[alfworld] games ready under {dest / ROOT_NAME}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
