@@ -136,3 +136,16 @@ class CounterAgent:
 
 def make_agent(task: Task, seed: int, spec: dict):
     return CounterAgent(task, seed, overshoot=bool(spec.get("overshoot", False)))
+
+
+class EnvReportAgent(CounterAgent):
+    """Submits at once and reports the worker process's accelerator-related environment."""
+
+    def chat(self, messages, tools):
+        keys = ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
+        return {"role": "assistant", "content": json.dumps({k: os.environ.get(k) for k in keys} | {"pid": os.getpid()}),
+                "tool_calls": [_call("submit", {})]}
+
+
+def make_env_report_agent(task: Task, seed: int, spec: dict):
+    return EnvReportAgent(task, seed)

@@ -1,0 +1,372 @@
+"""A persistent pool of subprocess workers that run episode jobs.
+
+A job is (benchmark, split, task ids, normalised patch or None, target spec, seed). Workers are
+spawn-context processes with CPU-only JAX and accelerators hidden; each keeps its environments
+between jobs (building a catalog or opening a DB server connection is the slow part). Every worker
+talks to the parent over its own pipe (no shared queue lock a killed worker could leave held).
+
+Per-task results stream back as they finish. A worker that dies (crash, SIGKILL) or overruns the
+per-job wall-clock budget is killed (SIGTERM, then SIGKILL) and replaced, and the job's unfinished
+tasks are retried up to `max_retries` times; episodes that ended in an infra error are retried the
+same way. After that the remaining tasks come back with status "infra_error" and reward None, so
+callers can exclude them — the pool never hangs and never invents a score.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from multiprocessing.connection import wait as wait_connections
+
+from hr1_jax.utils.logging import log_event
+
+# Workers run the agent runtime only: keep JAX (imported by anything downstream) on CPU and hide
+# every accelerator so a worker can never grab a TPU/GPU the learner owns.
+WORKER_ENV = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "",
+              "TPU_VISIBLE_CHIPS": "", "TPU_VISIBLE_DEVICES": "", "TPU_SKIP_MDS_QUERY": "1",
+              "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+INFRA_ERROR = "infra_error"
+_ENV_LOCK = threading.Lock()
+
+
+def failed_episode(benchmark: str, split: str, task_id: int, seed: int, error: str) -> dict:
+    """The result row of a task the pool could not run (never scored)."""
+    return {"benchmark": benchmark, "split": split, "task_id": int(task_id), "seed": int(seed),
+            "reward": None, "success": False, "status": INFRA_ERROR, "trajectory": [], "actions": [],
+            "hook_events": [], "counts": {}, "identity": {}, "agent": {}, "final": {}, "error": error,
+            "wall_s": 0.0}
+
+
+# --- worker side ------------------------------------------------------------------------------
+
+class _FatalJobError(Exception):
+    """A job that can never succeed (unknown task id, patch that does not compile): not retried."""
+
+
+def _worker_main(conn, config_dict: dict) -> None:
+    os.environ.update(WORKER_ENV)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown
+    import ml_collections
+
+    from envs.registry import make_env
+    from hr1_jax.agents.factory import build_agent
+    from hr1_jax.runtime import run_episode
+
+    config = ml_collections.ConfigDict(config_dict) if config_dict else None
+    envs: dict = {}
+    task_index: dict = {}
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            break
+        job_id = job["job_id"]
+        try:
+            try:
+                key = job["benchmark"]
+                if key not in envs:
+                    envs[key] = make_env(key, config)
+                env = envs[key]
+                tkey = (key, job["split"])
+                if tkey not in task_index:
+                    task_index[tkey] = {t.task_id: t for t in env.tasks(job["split"])}
+                missing = [t for t in job["task_ids"] if t not in task_index[tkey]]
+                if missing:
+                    raise _FatalJobError(f"{key}/{job['split']} has no tasks {missing}")
+                patch = None
+                if job.get("patch"):
+                    from hr1_jax.patch import compile_patch
+                    pc = config.patch_protocol if config is not None else None
+                    patch = compile_patch(job["patch"], env.benchmark,
+                                          time_budget_s=pc.time_budget_s if pc else 0.05,
+                                          line_budget=pc.line_budget if pc else 2000)
+            except _FatalJobError:
+                raise
+            except Exception as e:
+                if isinstance(e, (KeyError, ValueError)) or type(e).__name__ == "PatchError":
+                    raise _FatalJobError(f"{type(e).__name__}: {e}") from e
+                raise
+            for tid in job["task_ids"]:
+                task = task_index[tkey][tid]
+                agent = build_agent(task, job["seed"], job["target"])
+                result = run_episode(env, agent, task, patch, config=config, seed=job["seed"]).to_dict()
+                if result["status"] == INFRA_ERROR and key in envs:  # rebuild a possibly broken env
+                    try:
+                        envs.pop(key).close()
+                    except Exception:
+                        pass
+                    env = envs[key] = make_env(key, config)
+                conn.send(("result", job_id, result))
+            conn.send(("done", job_id, None))
+        except _FatalJobError as e:
+            conn.send(("fatal", job_id, str(e)))
+        except Exception as e:
+            conn.send(("error", job_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+    for env in envs.values():
+        try:
+            env.close()
+        except Exception:
+            pass
+
+
+# --- parent side ------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class JobSpec:
+    benchmark: str
+    split: str
+    task_ids: list[int]
+    patch: dict | None = None
+    target: dict | None = None
+    seed: int = 0
+
+
+class JobHandle:
+    """Results of one submitted job, streamed: iterate `results()` (ends after every task)."""
+
+    def __init__(self, job_id: int, spec: JobSpec):
+        self.job_id, self.spec = job_id, spec
+        self._queue: queue.Queue = queue.Queue()
+        self.retries = 0
+
+    def results(self, timeout_s: float | None = None):
+        """Yield one episode dict per task as it finishes."""
+        for _ in range(len(self.spec.task_ids)):
+            try:
+                item = self._queue.get(timeout=timeout_s)
+            except queue.Empty:
+                raise TimeoutError(f"job {self.job_id}: no result within {timeout_s}s") from None
+            yield item
+
+    def collect(self, timeout_s: float | None = None) -> list[dict]:
+        return list(self.results(timeout_s))
+
+
+@dataclasses.dataclass
+class _Job:
+    handle: JobHandle
+    remaining: list[int]
+    attempts: int = 0
+    last_error: str = ""
+
+
+@dataclasses.dataclass
+class _Worker:
+    proc: multiprocessing.Process
+    conn: object
+    job: _Job | None = None
+    deadline: float = 0.0
+    retry_tasks: list[int] = dataclasses.field(default_factory=list)
+
+
+class WorkerPool:
+    """`with WorkerPool(config) as pool: handle = pool.submit(JobSpec(...)); handle.collect()`.
+
+    Thread-safe: several callers (e.g. reward evaluations of a GRPO group) may submit concurrently;
+    a background dispatcher thread owns the workers.
+    """
+
+    def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
+                 max_retries: int | None = None):
+        r = config.rollout if config is not None else None
+        self.num_workers = int(num_workers or (r.num_workers if r else 2))
+        self.job_timeout_s = float(job_timeout_s or (r.job_timeout_s if r else 1800.0))
+        self.max_retries = int(max_retries if max_retries is not None else (r.max_job_retries if r else 2))
+        self._config_dict = config.to_dict() if config is not None else {}
+        self._ctx = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._pending: collections.deque[_Job] = collections.deque()
+        self._ids = itertools.count()
+        self._closed = False
+        self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
+                      "timeouts": 0}
+        self._workers = [self._start_worker() for _ in range(self.num_workers)]
+        self._thread = threading.Thread(target=self._dispatch_loop, name="hr1-pool", daemon=True)
+        self._thread.start()
+
+    # public API
+    def submit(self, spec: JobSpec) -> JobHandle:
+        handle = JobHandle(next(self._ids), spec)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("pool is closed")
+            self._pending.append(_Job(handle, list(spec.task_ids)))
+        return handle
+
+    def run(self, spec: JobSpec) -> list[dict]:
+        return self.submit(spec).collect()
+
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [w.proc.pid for w in self._workers]
+
+    def busy_worker_pids(self) -> list[int]:
+        with self._lock:
+            return [w.proc.pid for w in self._workers if w.job is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._thread.join(timeout=30)
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        for w in self._workers:
+            w.proc.join(timeout=5)
+            if w.proc.is_alive():
+                self._kill(w)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # workers
+    def _start_worker(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._config_dict), name="hr1-rollout-worker")
+        with _ENV_LOCK:  # the spawned interpreter inherits os.environ at start: hide accelerators there
+            saved = {k: os.environ.get(k) for k in WORKER_ENV}
+            os.environ.update(WORKER_ENV)
+            try:
+                proc.start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        child.close()
+        self.stats["workers_started"] += 1
+        return _Worker(proc, parent)
+
+    @staticmethod
+    def _kill(w: _Worker) -> None:
+        if w.proc.is_alive():
+            w.proc.terminate()
+            w.proc.join(timeout=2)
+        if w.proc.is_alive():
+            w.proc.kill()
+            w.proc.join(timeout=5)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+
+    def _replace(self, w: _Worker, reason: str) -> None:
+        job = w.job
+        self._kill(w)
+        idx = self._workers.index(w)
+        self._workers[idx] = self._start_worker()
+        self.stats["workers_replaced"] += 1
+        log_event("rollout", "worker_replaced", pid=w.proc.pid, reason=reason,
+                  job=job.handle.job_id if job else None)
+        if job is not None:
+            self._retry_or_fail(job, job.remaining + w.retry_tasks, reason)
+
+    # jobs
+    def _retry_or_fail(self, job: _Job, tasks: list[int], reason: str) -> None:
+        job.last_error = reason
+        if not tasks:
+            return
+        if job.attempts < self.max_retries:
+            job.attempts += 1
+            job.handle.retries += 1
+            self.stats["job_retries"] += 1
+            job.remaining = list(tasks)
+            self._pending.append(job)
+            return
+        self.stats["jobs_failed"] += 1
+        spec = job.handle.spec
+        for tid in tasks:
+            job.handle._queue.put(failed_episode(spec.benchmark, spec.split, tid, spec.seed,
+                                                 f"failed after {job.attempts + 1} attempts: {reason}"))
+
+    def _send(self, w: _Worker, job: _Job) -> None:
+        spec = job.handle.spec
+        w.job, w.retry_tasks = job, []
+        w.deadline = time.monotonic() + self.job_timeout_s
+        w.conn.send({"job_id": job.handle.job_id, "benchmark": spec.benchmark, "split": spec.split,
+                     "task_ids": list(job.remaining), "patch": spec.patch, "target": spec.target or {},
+                     "seed": spec.seed})
+
+    def _on_message(self, w: _Worker, msg) -> None:
+        kind, job_id, payload = msg
+        job = w.job
+        if job is None or job.handle.job_id != job_id:
+            return
+        if kind == "result":
+            tid = int(payload["task_id"])
+            if tid in job.remaining:
+                job.remaining.remove(tid)
+            if payload["status"] == INFRA_ERROR and job.attempts < self.max_retries:
+                w.retry_tasks.append(tid)
+                job.last_error = payload.get("error") or ""
+            else:
+                job.handle._queue.put(payload)
+            return
+        w.job = None
+        if kind == "done":
+            self._retry_or_fail(job, w.retry_tasks, f"episode infra error: {job.last_error[:300]}")
+        elif kind == "error":
+            self._retry_or_fail(job, job.remaining + w.retry_tasks, payload[:500])
+        else:  # fatal: retrying cannot help
+            job.attempts = self.max_retries
+            self._retry_or_fail(job, job.remaining + w.retry_tasks, payload[:500])
+
+    def _dispatch_loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._closed and not self._pending and all(w.job is None for w in self._workers):
+                        return
+                    for w in self._workers:
+                        if w.job is None and self._pending:
+                            job = self._pending.popleft()
+                            try:
+                                self._send(w, job)
+                            except (OSError, ValueError):
+                                w.job = job
+                                self._replace(w, "worker pipe closed")
+                    busy = {w.conn: w for w in self._workers if w.job is not None}
+                ready = wait_connections(list(busy), timeout=0.05) if busy else (time.sleep(0.02) or [])
+                with self._lock:
+                    for conn in ready:
+                        w = busy[conn]
+                        if w not in self._workers:
+                            continue
+                        try:
+                            while conn.poll():
+                                self._on_message(w, conn.recv())
+                        except (EOFError, OSError):
+                            self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+                    now = time.monotonic()
+                    for w in list(self._workers):
+                        if w.job is not None and now > w.deadline:
+                            self.stats["timeouts"] += 1
+                            self._replace(w, f"job exceeded its {self.job_timeout_s:.0f}s budget")
+                        elif not w.proc.is_alive() and not w.conn.poll():
+                            self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+        except Exception as e:  # never leave a caller waiting forever
+            log_event("rollout", "dispatcher_crashed", error=repr(e))
+            with self._lock:
+                self._closed = True
+                jobs = list(self._pending) + [w.job for w in self._workers if w.job is not None]
+                self._pending.clear()
+                for job in jobs:
+                    job.attempts = self.max_retries
+                    self._retry_or_fail(job, job.remaining, f"pool dispatcher crashed: {e!r}")

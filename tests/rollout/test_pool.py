@@ -1,0 +1,73 @@
+"""The subprocess worker pool on the toy counter env: streaming, crash/hang recovery, no hang."""
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from hr1_jax.rollout.pool import JobSpec, WorkerPool
+
+TOY = "toy_env:CounterEnv"
+AGENT = {"factory": "toy_env:make_agent"}
+
+
+def spec(tasks, **kw):
+    return JobSpec(benchmark=TOY, split="test", task_ids=list(tasks), target=dict(AGENT, **kw.pop("target", {})), **kw)
+
+
+def test_pool_runs_jobs_in_parallel_workers_and_streams_results():
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=1) as pool:
+        handles = [pool.submit(spec(range(i * 3, i * 3 + 3))) for i in range(3)]
+        results = [r for h in handles for r in h.collect(timeout_s=60)]
+        assert sorted(r["task_id"] for r in results) == list(range(9))
+        assert all(r["success"] and r["reward"] == 1.0 for r in results)
+        assert all(len(r["identity"]["sha256"]) == 64 for r in results)
+        assert pool.stats["workers_replaced"] == 0
+
+
+def test_worker_env_hides_accelerators_and_bad_agent_is_infra_error():
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0) as pool:
+        ok = pool.run(JobSpec(benchmark=TOY, split="test", task_ids=[0],
+                              target={"factory": "toy_env:make_env_report_agent"}))
+        bad = pool.run(JobSpec(benchmark=TOY, split="test", task_ids=[0],
+                               target={"factory": "os:getenv"}))  # getenv(task, seed, target) -> TypeError
+    seen = json.loads(ok[0]["trajectory"][2]["content"])
+    assert seen["pid"] != os.getpid()
+    assert (seen["JAX_PLATFORMS"], seen["CUDA_VISIBLE_DEVICES"], seen["TPU_VISIBLE_CHIPS"]) == ("cpu", "", "")
+    assert bad[0]["status"] == "infra_error" and bad[0]["reward"] is None
+
+
+def test_sigkilled_worker_is_replaced_and_batch_completes(monkeypatch):
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=2) as pool:
+        h = pool.submit(spec(range(10)))
+        it = h.results(timeout_s=60)
+        first = next(it)
+        victims = pool.busy_worker_pids()
+        assert victims
+        os.kill(victims[0], signal.SIGKILL)
+        rest = list(it)
+        results = [first] + rest
+        assert sorted(r["task_id"] for r in results) == list(range(10))
+        assert all(r["status"] == "completed" for r in results)
+        assert pool.stats["workers_replaced"] >= 1 and h.retries >= 1
+        assert victims[0] not in pool.worker_pids()
+
+
+def test_hung_worker_is_killed_at_budget_and_tasks_fail_as_infra_not_zero(monkeypatch):
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "30")
+    t0 = time.monotonic()
+    with WorkerPool(num_workers=1, job_timeout_s=1.5, max_retries=1) as pool:
+        results = pool.run(spec([0, 1]))
+        assert pool.stats["timeouts"] == 2
+    assert time.monotonic() - t0 < 25
+    assert [r["status"] for r in results] == ["infra_error", "infra_error"]
+    assert all(r["reward"] is None and "budget" in r["error"] for r in results)
+
+
+def test_unknown_task_is_fatal_without_retries():
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=3) as pool:
+        results = pool.run(spec([999]))
+        assert pool.stats["job_retries"] == 0
+    assert results[0]["status"] == "infra_error" and "no tasks [999]" in results[0]["error"]
