@@ -1,0 +1,84 @@
+"""`hr1 probe-target --base-url URL --model M`: does the endpoint return STRUCTURED tool calls?
+
+A target server without the right tool parser returns tool calls as text; the reference then scored
+such episodes 0 without noticing (spec §4.4). The probe sends one tool-calling request and reports:
+  exit 0  structured `tool_calls` returned;
+  exit 1  tool calls only as text in content (our client repairs them, but fix the server's
+          tool parser: e.g. vLLM `--enable-auto-tool-choice --tool-call-parser ...`);
+  exit 2  no tool call at all, or the endpoint failed.
+`--demo {structured,xml,json,think_xml}` probes a loopback server started here (no endpoint needed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hr1_jax.agents.base import AgentError
+from hr1_jax.agents.openai_client import OpenAIChatClient
+from hr1_jax.agents.tool_repair import repair_message
+
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+PROBE_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant. Always answer by calling a tool."},
+    {"role": "user", "content": "What is the weather in Paris? Use the get_weather tool."}]
+
+
+class _DemoAgent:
+    name = "probe-demo"
+
+    def chat(self, messages, tools):
+        return {"role": "assistant", "content": "",
+                "tool_calls": [{"id": "call_0", "type": "function",
+                                "function": {"name": tools[0]["function"]["name"],
+                                             "arguments": json.dumps({"city": "Paris"})}}]}
+
+
+def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60.0,
+          enable_thinking: bool | None = False) -> dict:
+    client = OpenAIChatClient(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=1,
+                              backoff_s=0.5, enable_thinking=enable_thinking)
+    report = {"base_url": base_url, "model": model}
+    try:
+        data = client.complete(client.request_body(PROBE_MESSAGES, [PROBE_TOOL]))
+        raw = data["choices"][0]["message"]
+    except (AgentError, KeyError, IndexError, TypeError) as e:
+        return {**report, "ok": False, "verdict": "endpoint_error", "error": str(e)[:500], "exit_code": 2}
+    structured = [c.get("function", {}).get("name") for c in raw.get("tool_calls") or []]
+    _, repaired = repair_message({"content": raw.get("content") or "",
+                                  "reasoning_content": raw.get("reasoning_content") or ""}, {"get_weather"})
+    report.update(structured_tool_calls=structured, repairable_text_tool_calls=repaired,
+                  content_head=str(raw.get("content") or "")[:200])
+    if "get_weather" in structured:
+        return {**report, "ok": True, "verdict": "structured_tool_calls", "exit_code": 0}
+    if repaired:
+        return {**report, "ok": False, "verdict": "tool_calls_as_text", "exit_code": 1,
+                "advice": "the server returned tool calls in content; enable its tool-call parser "
+                          "(hr1's client repairs and counts them meanwhile)"}
+    return {**report, "ok": False, "verdict": "no_tool_call", "exit_code": 2}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="hr1 probe-target", description=__doc__.splitlines()[0])
+    ap.add_argument("--base-url", default="")
+    ap.add_argument("--model", default="")
+    ap.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--enable-thinking", action="store_true")
+    ap.add_argument("--demo", choices=["structured", "xml", "json", "think_xml"], default=None)
+    args = ap.parse_args(argv)
+    import os
+    if args.demo:
+        from hr1_jax.agents.openai_server import LoopbackOpenAIServer
+        with LoopbackOpenAIServer(lambda messages: _DemoAgent(), mode=args.demo) as srv:
+            report = probe(srv.base_url, "probe-demo", timeout_s=args.timeout)
+    else:
+        if not args.base_url or not args.model:
+            ap.error("--base-url and --model are required (or use --demo MODE)")
+        report = probe(args.base_url, args.model, api_key=os.environ.get(args.api_key_env, ""),
+                       timeout_s=args.timeout, enable_thinking=args.enable_thinking)
+    print(json.dumps(report, indent=1))
+    print(f"probe-target: {report['verdict']}", file=sys.stderr)
+    return int(report["exit_code"])
