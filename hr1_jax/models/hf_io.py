@@ -1,0 +1,232 @@
+"""Hugging Face checkpoint import/export through one declarative key-mapping table.
+
+Import streams tensors out of the (possibly sharded) safetensors files with numpy memory maps, so
+only one tensor is materialised on the host at a time, and `device_put`s each straight into its
+target `NamedSharding` (from the params' logical axes and `rules`) when a mesh is given. Qwen3.5
+VLM checkpoints are handled by stripping `model.language_model.` and skipping `model.visual.*` and
+`mtp.*` (multi-token prediction) tensors. Export writes the inverse: `config.json` +
+`model.safetensors` (or size-bounded shards + index) that transformers loads directly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from flax import nnx
+
+from hr1_jax.models.config import ModelConfig
+from hr1_jax.models.layers import DTYPE
+from hr1_jax.models.model import CausalLM, abstract_model
+
+# (to_ours, to_hf) array transforms.
+_IDENT = (lambda x: x, lambda x: x)
+_T = (lambda x: x.T, lambda x: x.T)                                  # torch Linear [out,in] <-> [in,out]
+_CONV = (lambda x: x[:, 0, :].T, lambda x: x.T[:, None, :])          # Conv1d (C,1,K) <-> (K,C)
+
+# Placeholders shared by both directions of the table.
+_FIELDS = {
+    "i": r"\d+",
+    "ln": "input_layernorm|post_attention_layernorm",
+    "attn_proj": "q_proj|k_proj|v_proj|o_proj",
+    "qk_norm": "q_norm|k_norm",
+    "mlp_proj": "gate_proj|up_proj|down_proj",
+    "gdn_proj": "in_proj_qkv|in_proj_z|in_proj_a|in_proj_b|out_proj",
+    "gdn_vec": "A_log|dt_bias",
+}
+# The one mapping table: HF key (text decoder, after prefix normalisation) <-> our param path.
+KEY_MAP: list[tuple[str, str, tuple[Callable, Callable]]] = [
+    ("model.embed_tokens.weight", "embed_tokens.embedding", _IDENT),
+    ("model.norm.weight", "norm.weight", _IDENT),
+    ("lm_head.weight", "lm_head", _T),
+    ("model.layers.{i}.{ln}.weight", "layers.{i}.{ln}.weight", _IDENT),
+    ("model.layers.{i}.self_attn.{attn_proj}.weight", "layers.{i}.self_attn.{attn_proj}.kernel", _T),
+    ("model.layers.{i}.self_attn.{qk_norm}.weight", "layers.{i}.self_attn.{qk_norm}.weight", _IDENT),
+    ("model.layers.{i}.mlp.{mlp_proj}.weight", "layers.{i}.mlp.{mlp_proj}.kernel", _T),
+    ("model.layers.{i}.linear_attn.{gdn_proj}.weight", "layers.{i}.linear_attn.{gdn_proj}.kernel", _T),
+    ("model.layers.{i}.linear_attn.conv1d.weight", "layers.{i}.linear_attn.conv1d", _CONV),
+    ("model.layers.{i}.linear_attn.{gdn_vec}", "layers.{i}.linear_attn.{gdn_vec}", _IDENT),
+    ("model.layers.{i}.linear_attn.norm.weight", "layers.{i}.linear_attn.norm.weight", _IDENT),
+]
+_SKIP = (re.compile(r"^model\.visual\."), re.compile(r"^mtp\."))
+
+
+def _regex(template: str) -> re.Pattern:
+    parts = re.split(r"\{(\w+)\}", template)  # literal, field, literal, field, ...
+    return re.compile("".join(re.escape(x) if i % 2 == 0 else f"(?P<{x}>{_FIELDS[x]})"
+                              for i, x in enumerate(parts)))
+
+
+_COMPILED = [(_regex(hf), hf, _regex(ours), ours, tf) for hf, ours, tf in KEY_MAP]
+
+_ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F64": np.float64,
+              "I64": np.int64, "I32": np.int32}
+
+
+class CheckpointError(ValueError):
+    """The checkpoint folder is missing files/tensors or does not match its config."""
+
+
+def _normalise_key(key: str) -> str | None:
+    """HF key -> text-decoder key, or None for tensors the text model does not use."""
+    if key.startswith("model.language_model."):
+        key = "model." + key[len("model.language_model."):]
+    if any(p.match(key) for p in _SKIP):
+        return None
+    return key
+
+
+def hf_key_to_path(key: str) -> tuple[str, Callable] | None:
+    """(our dotted param path, to_ours transform) for a HF key, None if skipped; raises if unknown."""
+    key = _normalise_key(key)
+    if key is None:
+        return None
+    for hf_re, _, _, ours, (to_ours, _) in _COMPILED:
+        m = hf_re.fullmatch(key)
+        if m:
+            return ours.format(**m.groupdict()), to_ours
+    raise CheckpointError(f"unrecognised checkpoint tensor {key!r}")
+
+
+def path_to_hf_key(path: str) -> tuple[str, Callable]:
+    """(HF key, to_hf transform) for one of our dotted param paths."""
+    for _, hf, ours_re, _, (_, to_hf) in _COMPILED:
+        m = ours_re.fullmatch(path)
+        if m:
+            return hf.format(**m.groupdict()), to_hf
+    raise CheckpointError(f"no HF key for parameter {path!r}")
+
+
+class _SafetensorsFile:
+    """Lazy reader: header parsed once, each tensor a numpy view of a read-only memory map."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        header.pop("__metadata__", None)
+        self.header, self.offset = header, 8 + n
+        self.mmap = np.memmap(path, dtype=np.uint8, mode="r")
+
+    def keys(self):
+        return self.header.keys()
+
+    def get(self, key: str) -> np.ndarray:
+        info = self.header[key]
+        if info["dtype"] not in _ST_DTYPES:
+            raise CheckpointError(f"{self.path}: tensor {key} has unsupported dtype {info['dtype']}")
+        start, end = info["data_offsets"]
+        raw = self.mmap[self.offset + start:self.offset + end]
+        return raw.view(_ST_DTYPES[info["dtype"]]).reshape(info["shape"])
+
+
+def _checkpoint_files(path: str) -> list[str]:
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            names = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(path, n) for n in names]
+    single = os.path.join(path, "model.safetensors")
+    if os.path.exists(single):
+        return [single]
+    raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
+
+
+def _iter_tensors(path: str) -> Iterator[tuple[str, np.ndarray]]:
+    for file in _checkpoint_files(path):
+        st = _SafetensorsFile(file)
+        for key in st.keys():
+            yield key, st.get(key)
+
+
+def _flat_params(state) -> dict[str, nnx.Variable]:
+    return {".".join(str(p) for p in path): var for path, var in nnx.to_flat_state(state)}
+
+
+def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
+                       activation_dtype: str | None = None) -> tuple[CausalLM, ModelConfig]:
+    """Load a HF Qwen3 / Qwen3.5 checkpoint folder into a model with params in `dtype`.
+
+    With `mesh` (+ logical `rules`) each tensor is placed directly into its NamedSharding."""
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.exists(cfg_path):
+        raise CheckpointError(f"{path}: config.json not found")
+    with open(cfg_path) as f:
+        cfg = ModelConfig.from_hf_dict(json.load(f), param_dtype=dtype, dtype=activation_dtype or dtype)
+    graphdef, state = abstract_model(cfg)
+    params = _flat_params(state)
+    shardings: dict[str, jax.sharding.Sharding | None] = {p: None for p in params}
+    if mesh is not None:
+        with jax.set_mesh(mesh), nnx.logical_axis_rules(tuple(rules or ())):
+            for p, var in params.items():
+                shardings[p] = jax.sharding.NamedSharding(mesh, nnx.spmd.get_var_pspec(var) or jax.P())
+    loaded: set[str] = set()
+    for key, arr in _iter_tensors(path):
+        mapped = hf_key_to_path(key)
+        if mapped is None:
+            continue
+        target, to_ours = mapped
+        if target == "lm_head" and cfg.tie_word_embeddings:
+            continue  # tied models reuse the embedding; some exports still carry a copy
+        if target not in params:
+            raise CheckpointError(f"tensor {key} -> {target} has no place in a {cfg.family} model with this config")
+        var = params[target]
+        value = np.asarray(to_ours(arr))
+        if value.shape != var.shape:
+            raise CheckpointError(f"tensor {key}: shape {value.shape} does not match {target} {var.shape}")
+        value = value.astype(var.dtype)
+        var.set_value(jax.device_put(value, shardings[target]) if shardings[target] is not None
+                      else jnp.asarray(value))
+        loaded.add(target)
+    missing = sorted(set(params) - loaded)
+    if missing:
+        raise CheckpointError(f"{path}: checkpoint lacks {len(missing)} tensors, e.g. {missing[:5]}")
+    return nnx.merge(graphdef, state), cfg
+
+
+def _hf_tensors(model: CausalLM) -> dict[str, np.ndarray]:
+    out = {}
+    for p, var in _flat_params(nnx.state(model, nnx.Param)).items():
+        key, to_hf = path_to_hf_key(p)
+        out[key] = np.ascontiguousarray(to_hf(np.asarray(jax.device_get(var.get_value()))))
+    return out
+
+
+def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_bytes: int = 5 << 30) -> None:
+    """Write `config.json` + safetensors (sharded with an index above `max_shard_bytes`)."""
+    from safetensors.numpy import save_file  # only export needs it
+
+    os.makedirs(path, exist_ok=True)
+    tensors = _hf_tensors(model)
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for key in sorted(tensors):
+        nbytes = tensors[key].nbytes
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key] = tensors[key]
+        size += nbytes
+    meta = {"format": "pt"}
+    if len(shards) == 1:
+        save_file(shards[0], os.path.join(path, "model.safetensors"), metadata=meta)
+    else:
+        weight_map = {}
+        for i, shard in enumerate(shards):
+            name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+            save_file(shard, os.path.join(path, name), metadata=meta)
+            weight_map.update({k: name for k in shard})
+        total = sum(t.nbytes for t in tensors.values())
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    hf = cfg.to_hf_dict()
+    hf["dtype"] = cfg.param_dtype
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(hf, f, indent=2)

@@ -1,0 +1,149 @@
+"""The decoder LM shared by both families: embeddings -> blocks -> final norm -> LM head.
+
+One graph serves training, log-prob scoring and sampling:
+  model(input_ids, positions=None, cache=None, attention_mask=None) -> (logits fp32 [B,T,V], cache)
+  model.hidden_states(...) -> (final normed hidden [B,T,E], cache)     # for chunked log-probs
+  model.lm_head_weight() -> [E, V] (tied: embedding transposed); model.logits(h) = h @ W in fp32
+  model.init_cache(batch, max_len, dtype) -> Cache
+Parameter paths mirror the HF names (see hf_io.py's mapping table).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from hr1_jax.models import cache as cache_lib
+from hr1_jax.models.attention import Attention
+from hr1_jax.models.config import ModelConfig
+from hr1_jax.models.gated_deltanet import GatedDeltaNet
+from hr1_jax.models.layers import DTYPE, MLP, RMSNorm, dense_init, rope_cos_sin
+
+
+class Embed(nnx.Module):
+    def __init__(self, vocab: int, dim: int, *, param_dtype, dtype, rngs: nnx.Rngs):
+        init = nnx.with_partitioning(dense_init(), ("vocab", "embed"))
+        self.embedding = nnx.Param(init(rngs.params(), (vocab, dim), param_dtype))
+        self.dtype = dtype
+
+    def __call__(self, ids: jax.Array) -> jax.Array:
+        return jnp.take(self.embedding[...], ids, axis=0).astype(self.dtype)
+
+
+class Block(nnx.Module):
+    def __init__(self, cfg: ModelConfig, kind: str, *, rngs: nnx.Rngs):
+        pdt = DTYPE[cfg.param_dtype]
+        nkw = dict(zero_centred=cfg.zero_centred_norms, param_dtype=pdt)
+        self.kind = kind
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **nkw)
+        if kind == "full_attention":
+            self.self_attn = Attention(cfg, rngs=rngs)
+        else:
+            self.linear_attn = GatedDeltaNet(cfg, rngs=rngs)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **nkw)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, param_dtype=pdt, dtype=DTYPE[cfg.dtype], rngs=rngs)
+
+    def __call__(self, x, cos, sin, tok_mask, kv_mask, layer_cache, index):
+        h = self.input_layernorm(x)
+        if self.kind == "full_attention":
+            h, layer_cache = self.self_attn(h, cos, sin, kv_mask, layer_cache, index)
+        else:
+            h, layer_cache = self.linear_attn(h, tok_mask, layer_cache)
+        x = x + h
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x, layer_cache
+
+
+def _run_block(block, *args):
+    return block(*args)
+
+
+class CausalLM(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        pdt, dt = DTYPE[cfg.param_dtype], DTYPE[cfg.dtype]
+        self.embed_tokens = Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=pdt, dtype=dt, rngs=rngs)
+        self.layers = nnx.List([Block(cfg, kind, rngs=rngs) for kind in cfg.layer_types])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, zero_centred=cfg.zero_centred_norms, param_dtype=pdt)
+        if not cfg.tie_word_embeddings:
+            init = nnx.with_partitioning(dense_init(), ("embed", "vocab"))
+            self.lm_head = nnx.Param(init(rngs.params(), (cfg.hidden_size, cfg.vocab_size), pdt))
+
+    def init_cache(self, batch: int, max_len: int, dtype=jnp.bfloat16) -> cache_lib.Cache:
+        return cache_lib.init_cache(self.cfg, batch, max_len, dtype)
+
+    def lm_head_weight(self) -> jax.Array:
+        """The output projection [hidden, vocab] in the activation dtype."""
+        w = self.embed_tokens.embedding[...].T if self.cfg.tie_word_embeddings else self.lm_head[...]
+        return w.astype(DTYPE[self.cfg.dtype])
+
+    def logits(self, h: jax.Array) -> jax.Array:
+        """fp32 logits for hidden states h [..., E] (call on slices to bound memory)."""
+        return jnp.dot(h.astype(DTYPE[self.cfg.dtype]), self.lm_head_weight(), preferred_element_type=jnp.float32)
+
+    def hidden_states(self, input_ids, positions=None, cache: cache_lib.Cache | None = None, attention_mask=None):
+        """Final-norm hidden states [B,T,E] and the updated cache (None in, None out).
+
+        attention_mask [B,T] (1 = real, 0 = pad) masks pad tokens out of attention and zeroes them at
+        the GDN input (as HF does). Default positions count real tokens only (continuing from the
+        cache), so a left-padded row is positioned like the same row unpadded."""
+        b, t = input_ids.shape
+        tok_mask = jnp.ones((b, t), bool) if attention_mask is None else attention_mask.astype(bool)
+        offset = jnp.cumsum(tok_mask, axis=1, dtype=jnp.int32) - 1
+        if cache is None:
+            index, kv_mask = 0, tok_mask
+            if positions is None:
+                positions = jnp.maximum(offset, 0)
+        else:
+            index = cache.index
+            kv_mask = jax.lax.dynamic_update_slice_in_dim(cache.kv_mask, tok_mask, index, axis=1)
+            if positions is None:
+                positions = jnp.maximum(cache.next_pos[:, None] + offset, 0)
+        cos, sin = rope_cos_sin(positions, self.cfg.rotary_dim, self.cfg.rope_theta)
+        run = nnx.remat(_run_block) if self.cfg.remat else _run_block
+        x = self.embed_tokens(input_ids)
+        new_layers = []
+        for i, block in enumerate(self.layers):
+            layer_cache = None if cache is None else cache.layers[i]
+            x, layer_cache = run(block, x, cos, sin, tok_mask, kv_mask, layer_cache, index)
+            new_layers.append(layer_cache)
+        x = self.norm(x)
+        if cache is not None:
+            cache = cache_lib.Cache(index=cache.index + t, kv_mask=kv_mask,
+                                    next_pos=cache.next_pos + tok_mask.sum(axis=1, dtype=jnp.int32),
+                                    layers=tuple(new_layers))
+        return x, cache
+
+    def __call__(self, input_ids, positions=None, cache: cache_lib.Cache | None = None, attention_mask=None):
+        h, cache = self.hidden_states(input_ids, positions, cache, attention_mask)
+        return self.logits(h), cache
+
+
+@contextlib.contextmanager
+def sharding_context(mesh=None, rules=None):
+    """Context for creating annotated params: with a mesh they are created already sharded
+    (eager sharding under `rules`); without one, eager sharding is off so single-device code
+    needs no mesh (flax 0.12 shards eagerly by default and would demand one)."""
+    if mesh is None:
+        with nnx.use_eager_sharding(False):
+            yield
+        return
+    with jax.set_mesh(mesh), nnx.logical_axis_rules(tuple(rules or ())), nnx.use_eager_sharding(True):
+        yield
+
+
+def build_model(cfg: ModelConfig, rngs: nnx.Rngs | None = None, *, mesh=None, rules=None) -> CausalLM:
+    """A randomly initialised model for `cfg` (both families share `CausalLM`; `cfg.family` and
+    `cfg.layer_types` select the blocks)."""
+    rngs = rngs if rngs is not None else nnx.Rngs(0)
+    with sharding_context(mesh, rules):
+        return CausalLM(cfg, rngs=rngs)
+
+
+def abstract_model(cfg: ModelConfig):
+    """(graphdef, abstract state) without allocating parameters (for loaders and sharding plans)."""
+    with nnx.use_eager_sharding(False):
+        model = nnx.eval_shape(lambda: CausalLM(cfg, rngs=nnx.Rngs(0)))
+    return nnx.split(model)
