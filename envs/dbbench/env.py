@@ -151,7 +151,9 @@ class DBBenchEnv(Environment):
     def __init__(self, config=None, backend=None, data_dir=None):
         """`config`: the `dbbench` section (defaults when None); `backend`: an already built
         backend object (tests/benchmarks), else one is connected from the config."""
-        self.cfg = config if config is not None else dbconfig.defaults()
+        self.cfg = dbconfig.defaults()
+        if config is not None:  # a ConfigDict section or its dict form (rollout workers)
+            self.cfg.update(dict(config))
         self.max_turns = int(self.cfg.max_rounds)
         self.data_dir = data_dir or tasks.DATA_DIR
         self.backend = backend if backend is not None else connect_backend(self.cfg)
