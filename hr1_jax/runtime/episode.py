@@ -27,6 +27,8 @@ from hr1_jax.agents.base import AgentError
 
 INFRA_ERROR = "infra_error"
 MAX_TIPS = 5                      # reference: first 5 on_init skills become tips
+# Runner statuses (hr1_jax.patch.runner): ok / none / error / timeout / memory / invalid_return.
+HOOK_ERROR_STATUSES = ("error", "memory")
 BLOCK_DEFAULT_MESSAGE = "The harness blocked this action. Choose a different action."
 
 
@@ -123,7 +125,7 @@ class _Episode:
         self.counts = {"turns": 0, "env_steps": 0, "no_tool_call_turns": 0, "invalid_tool_calls": 0,
                        "dropped_tool_calls": 0, "blocked_actions": 0, "rewritten_actions": 0,
                        "forced_actions": 0, "hint_messages": 0, "hook_calls": 0, "hook_errors": 0,
-                       "hook_timeouts": 0}
+                       "hook_timeouts": 0, "hook_invalid_returns": 0}
         self.agent_stats = {"name": getattr(agent, "name", type(agent).__name__), "model_calls": 0,
                             "repaired_tool_calls": 0,
                             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
@@ -140,10 +142,12 @@ class _Episode:
             self.counts["hook_calls"] += 1
             if status == "timeout":
                 self.counts["hook_timeouts"] += 1
-            elif outcome.error is not None or status == "error":
+            elif status in HOOK_ERROR_STATUSES:
                 self.counts["hook_errors"] += 1
+            elif status == "invalid_return":
+                self.counts["hook_invalid_returns"] += 1
             event = HookEvent(hook=site, turn=turn, status=status, effect=None,
-                              error=None if outcome.error is None else str(outcome.error)[:500],
+                              error=str(outcome.error)[:500] if outcome.error else None,
                               elapsed_s=round(float(outcome.elapsed_s or 0.0), 6))
             self.events.append(event)
             if isinstance(outcome.result, dict) and outcome.result:

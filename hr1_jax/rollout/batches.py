@@ -1,0 +1,100 @@
+"""Running a batch of tasks through the pool and recording it: results.jsonl + summary/status, and the
+immutable baseline metadata (rewards + task identities) that RL rows and the reward rely on."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+from hr1_jax.rollout.identity import batch_identity
+from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool
+
+WEBSHOP_NOTE = ("WebShop SUBSTITUTE: a self-contained synthetic catalog with the real instruction texts, "
+                "page layout and reward formula; not the original WebShop product data.")
+
+
+def run_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
+              seed: int, patch: dict | None = None, on_result=None) -> list[dict]:
+    """One job per task (spread over the workers); results sorted by task id."""
+    handles = [pool.submit(JobSpec(benchmark, split, [int(t)], patch, target, seed)) for t in task_ids]
+    out = []
+    for h in handles:
+        for ep in h.results():
+            out.append(ep)
+            if on_result is not None:
+                on_result(ep)
+    return sorted(out, key=lambda ep: ep["task_id"])
+
+
+def summarize(benchmark: str, episodes: list[dict], threshold: float = 1.0) -> dict:
+    scored = [ep for ep in episodes if ep["status"] != INFRA_ERROR]
+    rewards = [float(ep["reward"]) for ep in scored]
+    counts = [ep.get("counts") or {} for ep in episodes]
+    summary = {
+        "benchmark": benchmark, "n_tasks": len(episodes), "n_scored": len(scored),
+        "infra_errors": len(episodes) - len(scored),
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        "success_rate": sum(bool(ep["success"]) for ep in scored) / len(scored) if scored else None,
+        "pass_count": sum(r >= threshold for r in rewards),
+        "statuses": dict(collections.Counter(ep["status"] for ep in episodes)),
+        "hook_calls": sum(c.get("hook_calls", 0) for c in counts),
+        "hook_errors": sum(c.get("hook_errors", 0) for c in counts),
+        "hook_timeouts": sum(c.get("hook_timeouts", 0) for c in counts),
+        "repaired_tool_calls": sum((ep.get("agent") or {}).get("repaired_tool_calls", 0) for ep in episodes),
+        "mean_turns": (sum(c.get("turns", 0) for c in counts) / len(counts)) if counts else 0.0,
+        "mean_episode_s": (sum(ep.get("wall_s", 0.0) for ep in episodes) / len(episodes)) if episodes else 0.0,
+    }
+    summary["hook_error_rate"] = (summary["hook_errors"] + summary["hook_timeouts"]) / max(1, summary["hook_calls"])
+    if benchmark == "webshop":
+        summary["note"] = WEBSHOP_NOTE
+    return summary
+
+
+def baseline_metadata(benchmark: str, split: str, seed: int, episodes: list[dict], *, target_name: str,
+                      threshold: float = 1.0) -> dict:
+    """The immutable pairing metadata of a complete baseline batch (raises on infra failures)."""
+    bad = [ep["task_id"] for ep in episodes if ep["status"] == INFRA_ERROR]
+    if bad:
+        raise RuntimeError(f"baseline batch has infra failures on tasks {bad}: not usable for pairing")
+    rewards = {str(ep["task_id"]): float(ep["reward"]) for ep in episodes}
+    n = len(rewards)
+    passed = sum(r >= threshold for r in rewards.values())
+    return {"benchmark": benchmark, "split": split, "seed": int(seed),
+            "task_ids": [int(ep["task_id"]) for ep in episodes], "batch_size": n,
+            "baseline_rewards": rewards, "baseline_pass": passed, "baseline_pass_rate": passed / max(1, n),
+            "baseline_average_reward": sum(rewards.values()) / max(1, n), "reward_threshold": float(threshold),
+            "target_agent_name": target_name,
+            "identity": batch_identity(benchmark, split, seed, [ep["identity"] for ep in episodes])}
+
+
+def write_results(folder: str, episodes: list[dict], summary: dict, extra: dict | None = None) -> None:
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "results.jsonl"), "w") as f:
+        for ep in episodes:
+            f.write(json.dumps(ep, ensure_ascii=False) + "\n")
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump({**summary, **(extra or {})}, f, indent=1)
+
+
+def read_results(folder: str) -> list[dict]:
+    with open(os.path.join(folder, "results.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def format_table(episodes: list[dict], summary: dict) -> str:
+    lines = [f"{'task':>6} {'reward':>7} {'ok':>3} {'status':<22} {'turns':>5} {'hooks':>5} {'herr':>4}"]
+    for ep in episodes:
+        c = ep.get("counts") or {}
+        r = "   n/a" if ep["reward"] is None else f"{ep['reward']:.3f}"
+        lines.append(f"{ep['task_id']:>6} {r:>7} {'Y' if ep['success'] else '-':>3} {ep['status'][:22]:<22} "
+                     f"{c.get('turns', 0):>5} {c.get('hook_calls', 0):>5} "
+                     f"{c.get('hook_errors', 0) + c.get('hook_timeouts', 0):>4}")
+    mean = summary["mean_reward"]
+    lines.append(f"{summary['benchmark']}: n={summary['n_tasks']} mean_reward="
+                 f"{'n/a' if mean is None else f'{mean:.4f}'} success_rate="
+                 f"{'n/a' if summary['success_rate'] is None else f'{summary['success_rate']:.3f}'} "
+                 f"hook_calls={summary['hook_calls']} hook_errors={summary['hook_errors']} "
+                 f"hook_timeouts={summary['hook_timeouts']} infra_errors={summary['infra_errors']}")
+    if "note" in summary:
+        lines.append(summary["note"])
+    return "\n".join(lines)

@@ -1,0 +1,323 @@
+"""The paired rerun reward (reference spec §5): parse -> validate -> compile -> rerun the SAME task
+identities with the hooks installed -> reward = patched metric - baseline metric.
+
+* invalid / runtime-no-op patch -> score 0.0 with the reason (as in the reference);
+* infrastructure failure (target endpoint dead, worker crashes beyond the pool's retries, lock
+  time-out) -> `eval_status="eval_failed"`, `score=None`, `excluded=True`: the sample is dropped
+  from the update and counted, never scored 0, and NOT cached (reference gap 13: a transient failure
+  must not become a sticky result);
+* a rerun whose task manifests differ from the baseline's -> `IdentityError` is raised.
+
+Results are cached content-addressed by (normalised patch, batch identity, reward context) under
+`cache_dir/<batch>/<key>/reward.json`; an `fcntl` lock per key makes concurrent callers (threads or
+processes) evaluate each key once, so identical patches in a GRPO group cost one rerun.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fcntl
+import json
+import os
+import time
+
+from envs.base import canonical_sha256
+from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
+from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool
+from hr1_jax.utils.logging import log_event
+
+CACHE_PROTOCOL = "hr1_paired_rerun_reward_v1"
+OK, INVALID, NOOP, EVAL_FAILED = "ok", "invalid_patch", "runtime_noop_patch", "eval_failed"
+
+
+@dataclasses.dataclass
+class RewardResult:
+    score: float | None               # what the trainer reads; None only when excluded
+    eval_status: str                  # ok | invalid_patch | runtime_noop_patch | eval_failed
+    valid_patch: bool
+    excluded: bool = False            # eval_failed: drop the sample from the update
+    reason: str = ""
+    benchmark: str = ""
+    reward_metric: str = ""
+    delta_average_reward: float = 0.0
+    delta_pass_rate: float = 0.0
+    baseline_average_reward: float = 0.0
+    patched_average_reward: float = 0.0
+    baseline_pass: int = 0
+    patched_pass: int = 0
+    batch_size: int = 0
+    patched_rewards: dict = dataclasses.field(default_factory=dict)
+    hook_calls: int = 0
+    hook_errors: int = 0
+    hook_timeouts: int = 0
+    patch_hooks: list = dataclasses.field(default_factory=list)
+    cache_key: str = ""
+    cache_hit: bool = False
+    eval_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _sub(config, key):
+    try:
+        return config[key]
+    except (KeyError, TypeError):
+        return None
+
+
+def _plain(section) -> dict:
+    if section is None:
+        return {}
+    return section.to_dict() if hasattr(section, "to_dict") else dict(section)
+
+
+class RewardContext:
+    """Everything a reward evaluation needs besides the row: config, the worker pool (created on
+    first use and owned unless passed in), the cache directory, and evaluation counters."""
+
+    def __init__(self, config, *, pool: WorkerPool | None = None, cache_dir: str | None = None,
+                 target: dict | None = None):
+        self.config = config
+        self.cache_dir = cache_dir or config.rollout.cache_dir or os.path.join(os.getcwd(), "reward_cache")
+        self.target = target if target is not None else _plain(config.target)
+        self._pool, self._own_pool = pool, pool is None
+        self.counters = {"evaluations": 0, "cache_hits": 0, "eval_failed": 0, "invalid": 0, "deduped": 0}
+
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self.config)
+        return self._pool
+
+    def close(self) -> None:
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def reward_context(self, meta: dict) -> dict:
+        """Everything that changes what a rerun means (part of the cache key)."""
+        c, bench = self.config, meta["benchmark"]
+        target = {k: v for k, v in self.target.items() if k not in ("base_url", "api_key_env", "concurrency",
+                                                                    "timeout_s", "max_retries")}
+        return {"cache_protocol": CACHE_PROTOCOL, "benchmark": bench, "split": meta["split"],
+                "seed": int(meta["seed"]), "target": target, "env": _plain(_sub(c, bench)),
+                "runtime": _plain(c.runtime), "time_budget_s": c.patch_protocol.time_budget_s,
+                "line_budget": c.patch_protocol.line_budget,
+                "max_forced_actions_per_episode": c.patch_protocol.max_forced_actions_per_episode,
+                "response_protocol": c.patch_protocol.response_protocol,
+                "metric": c.rollout.reward_metric, "threshold": float(meta["reward_threshold"]),
+                "valid_bonus": float(c.rollout.valid_bonus)}
+
+
+def _meta(row: dict) -> dict:
+    meta = row.get("metadata") or {}
+    for key in ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity", "reward_threshold"):
+        if key not in meta:
+            raise IdentityError(f"row metadata lacks {key!r}: cannot pair a rerun with its baseline")
+    check_batch_identity(meta["identity"], meta["task_ids"])
+    if sorted(str(t) for t in meta["task_ids"]) != sorted(meta["baseline_rewards"]):
+        raise IdentityError("baseline_rewards do not cover exactly the row's task_ids")
+    return meta
+
+
+def prepare_patch(text: str, benchmark: str, config) -> tuple[dict | None, str, str]:
+    """Parse + normalise + compile a response. Returns (patch, status, reason)."""
+    from hr1_jax.patch import PatchError, compile_patch, normalize_patch, parse_response
+    pc = config.patch_protocol
+    try:
+        raw = parse_response(text, benchmark, pc.response_protocol)
+        patch = normalize_patch(raw, benchmark, **_normalise_kwargs(pc))
+        compile_patch(patch, benchmark, time_budget_s=pc.time_budget_s, line_budget=pc.line_budget)
+    except PatchError as e:
+        status = NOOP if "no-op" in str(e).lower() or "noop" in str(e).lower() else INVALID
+        return None, status, str(e)[:1000]
+    if patch.get("benchmark", benchmark) != benchmark:
+        return None, INVALID, f"patch is for {patch.get('benchmark')!r}, batch is {benchmark!r}"
+    return patch, OK, ""
+
+
+def _normalise_kwargs(pc) -> dict:
+    import inspect
+
+    from hr1_jax.patch import normalize_patch
+    params = inspect.signature(normalize_patch).parameters
+    wanted = {"require_code_hook_only": pc.require_code_hook_only, "reject_runtime_noop": pc.reject_runtime_noop,
+              "enforce_hook_once": pc.enforce_hook_once, "max_total_code_chars": pc.max_total_code_chars}
+    if "config" in params:
+        return {"config": pc}
+    return {k: v for k, v in wanted.items() if k in params}
+
+
+def cache_key(patch: dict, meta: dict, ctx: RewardContext) -> str:
+    return canonical_sha256({"patch": patch, "batch": meta["identity"]["batch_sha256"],
+                             "baseline_rewards": meta["baseline_rewards"],
+                             "context": ctx.reward_context(meta)})[:32]
+
+
+def _no_patch(meta: dict, status: str, reason: str, metric: str) -> RewardResult:
+    base = [float(v) for v in meta["baseline_rewards"].values()]
+    avg = sum(base) / max(1, len(base))
+    passed = sum(v >= float(meta["reward_threshold"]) for v in base)
+    return RewardResult(score=0.0, eval_status=status, valid_patch=False, reason=reason,
+                        benchmark=meta["benchmark"], reward_metric=metric, baseline_average_reward=avg,
+                        patched_average_reward=avg, baseline_pass=passed, patched_pass=passed,
+                        batch_size=len(base))
+
+
+class _KeyLock:
+    """Exclusive fcntl lock on `<dir>/<key>.lock` (works across threads and processes)."""
+
+    def __init__(self, path: str, timeout_s: float):
+        self.path, self.timeout_s, self.fd = path, timeout_s, None
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    raise TimeoutError(f"cache lock {self.path} held longer than {self.timeout_s}s") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _read_cache(path: str) -> RewardResult | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return RewardResult(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_cache(path: str, result: RewardResult) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(result.to_dict(), f)
+    os.replace(tmp, path)
+
+
+def rerun(patch: dict | None, meta: dict, ctx: RewardContext) -> list[dict]:
+    """Rerun the row's tasks (one job per task, spread over the pool's workers)."""
+    handles = [ctx.pool.submit(JobSpec(benchmark=meta["benchmark"], split=meta["split"], task_ids=[int(t)],
+                                       patch=patch, target=ctx.target, seed=int(meta["seed"])))
+               for t in meta["task_ids"]]
+    return [ep for h in handles for ep in h.collect()]
+
+
+def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardResult:
+    metric = ctx.config.rollout.reward_metric
+    t0 = time.monotonic()
+    episodes = rerun(patch, meta, ctx)
+    failed = [ep for ep in episodes if ep["status"] == INFRA_ERROR]
+    if failed:
+        reason = "; ".join(f"task {ep['task_id']}: {str(ep.get('error'))[:200]}" for ep in failed[:3])
+        return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
+                            reason=f"{len(failed)}/{len(episodes)} tasks failed: {reason}"[:1000],
+                            benchmark=meta["benchmark"], reward_metric=metric, cache_key=key,
+                            eval_s=round(time.monotonic() - t0, 3))
+    assert_rerun_matches(meta["identity"], episodes)
+    tau = float(meta["reward_threshold"])
+    base = {str(k): float(v) for k, v in meta["baseline_rewards"].items()}
+    patched = {str(ep["task_id"]): float(ep["reward"]) for ep in episodes}
+    n = len(base)
+    b_avg, p_avg = sum(base.values()) / n, sum(patched.values()) / n
+    b_pass, p_pass = sum(v >= tau for v in base.values()), sum(v >= tau for v in patched.values())
+    d_avg, d_pass = p_avg - b_avg, (p_pass - b_pass) / max(1, n)
+    delta = d_avg if metric == "delta_average_reward" else d_pass
+    counts = [ep.get("counts") or {} for ep in episodes]
+    return RewardResult(
+        score=delta + float(ctx.config.rollout.valid_bonus), eval_status=OK, valid_patch=True,
+        benchmark=meta["benchmark"], reward_metric=metric, delta_average_reward=d_avg, delta_pass_rate=d_pass,
+        baseline_average_reward=b_avg, patched_average_reward=p_avg, baseline_pass=b_pass, patched_pass=p_pass,
+        batch_size=n, patched_rewards=patched, hook_calls=sum(c.get("hook_calls", 0) for c in counts),
+        hook_errors=sum(c.get("hook_errors", 0) for c in counts),
+        hook_timeouts=sum(c.get("hook_timeouts", 0) for c in counts),
+        patch_hooks=[a.get("hook") for a in patch.get("actions", [])], cache_key=key,
+        eval_s=round(time.monotonic() - t0, 3))
+
+
+def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
+    """Score an already validated, normalised patch (cache -> lock -> rerun -> cache)."""
+    meta = _meta(row)
+    key = cache_key(patch, meta, ctx)
+    folder = os.path.join(ctx.cache_dir, meta["identity"]["batch_sha256"][:16], key)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "reward.json")
+    cached = _read_cache(path)
+    if cached is None:
+        try:
+            with _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s)):
+                cached = _read_cache(path)  # another caller may have finished while we waited
+                if cached is None:
+                    ctx.counters["evaluations"] += 1
+                    result = _evaluate(patch, meta, ctx, key)
+                    if result.eval_status == OK:
+                        with open(os.path.join(folder, "patch.json"), "w") as f:
+                            json.dump(patch, f, indent=1)
+                        _write_cache(path, result)
+                    else:
+                        ctx.counters["eval_failed"] += 1
+                        log_event("reward", "eval_failed", key=key, reason=result.reason)
+                    return result
+        except TimeoutError as e:
+            ctx.counters["eval_failed"] += 1
+            return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
+                                reason=f"cache_lock_timeout: {e}", benchmark=meta["benchmark"], cache_key=key)
+    ctx.counters["cache_hits"] += 1
+    cached.cache_hit = True
+    return cached
+
+
+def score_response(row: dict, response_text: str, ctx: RewardContext) -> RewardResult:
+    """The reward of one engineer response for one RL row."""
+    meta = _meta(row)
+    patch, status, reason = prepare_patch(response_text, meta["benchmark"], ctx.config)
+    if patch is None:
+        ctx.counters["invalid"] += 1
+        return _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
+    return score_patch(patch, row, ctx)
+
+
+def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
+                max_parallel: int | None = None) -> list[RewardResult]:
+    """Score many (row, response) pairs: invalid ones resolve at once, identical (patch, batch)
+    pairs are evaluated once, distinct ones run in parallel over the pool."""
+    if len(rows) != len(responses):
+        raise ValueError(f"{len(rows)} rows but {len(responses)} responses")
+    results: list[RewardResult | None] = [None] * len(rows)
+    unique: dict[str, tuple[dict, dict]] = {}
+    slots: dict[str, list[int]] = {}
+    for i, (row, text) in enumerate(zip(rows, responses)):
+        meta = _meta(row)
+        patch, status, reason = prepare_patch(text, meta["benchmark"], ctx.config)
+        if patch is None:
+            ctx.counters["invalid"] += 1
+            results[i] = _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
+            continue
+        key = cache_key(patch, meta, ctx)
+        unique.setdefault(key, (patch, row))
+        slots.setdefault(key, []).append(i)
+    ctx.counters["deduped"] += sum(len(v) - 1 for v in slots.values())
+    workers = max(1, min(len(unique) or 1, max_parallel or 4 * ctx.pool.num_workers))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="hr1-reward") as ex:
+        futures = {key: ex.submit(score_patch, patch, row, ctx) for key, (patch, row) in unique.items()}
+        for key, fut in futures.items():
+            first = fut.result()
+            for n, i in enumerate(slots[key]):
+                results[i] = first if n == 0 else dataclasses.replace(first, cache_hit=first.eval_status == OK)
+    return results
