@@ -1,0 +1,163 @@
+"""grain pipelines for training: RL prompt groups, bucketed SFT batches, the GRPO rollout buffer.
+
+All three are `grain.MapDataset`s (deterministic, random access) turned into iterators whose
+`get_state()` is a small JSON-able dict, stored in every checkpoint so a resumed run sees exactly
+the data an uninterrupted run would have seen.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Callable, Sequence
+
+import grain
+import numpy as np
+
+from hr1_jax.models.tokenizer import IM_END, Tokenizer, format_chat
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+    return rows
+
+
+def row_benchmark(row: dict) -> str:
+    meta = row.get("metadata") or {}
+    if isinstance(meta, str):
+        meta = json.loads(meta)
+    bench = meta.get("benchmark")
+    if not bench:
+        raise ValueError("row metadata has no 'benchmark'")
+    return bench
+
+
+# ---------------------------------------------------------------------------------------- RL rows
+
+def make_groups(rows: Sequence[dict], group_size: int, seed: int) -> list[list[int]]:
+    """Row indices cut into groups of `group_size` rows of ONE benchmark each (reference §8).
+
+    Per benchmark the rows are shuffled with the seed, cut into groups; a short tail is padded with
+    random duplicates of the same benchmark (the reference's `pad` policy) so no row is dropped.
+    """
+    by_bench: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_bench.setdefault(row_benchmark(row), []).append(i)
+    groups = []
+    for offset, bench in enumerate(sorted(by_bench)):
+        idx = list(by_bench[bench])
+        rng = random.Random(seed * 1000 + offset)
+        rng.shuffle(idx)
+        for start in range(0, len(idx), group_size):
+            g = idx[start:start + group_size]
+            while len(g) < group_size:
+                g.append(rng.choice(idx))
+            groups.append(g)
+    return groups
+
+
+def rl_group_dataset(rows: Sequence[dict], group_size: int, seed: int) -> grain.MapDataset:
+    """Infinite stream of prompt groups (lists of rows); shuffled at group level per epoch."""
+    groups = make_groups(rows, group_size, seed)
+    return (grain.MapDataset.source(groups).shuffle(seed=seed).repeat(None)
+            .map(lambda g: [rows[i] for i in g]))
+
+
+# --------------------------------------------------------------------------------------- SFT rows
+
+def sft_example(messages: Sequence[dict], tokenizer: Tokenizer) -> dict:
+    """Token ids of prompt + assistant continuation, and which targets are trained on.
+
+    The prompt is the chat template up to and including the pre-filled `<think>\\n`; the
+    continuation is the assistant text (reasoning, `</think>`, the patch) plus `<|im_end|>`.
+    """
+    if len(messages) < 2 or messages[-1].get("role") != "assistant":
+        raise ValueError("SFT row needs [system?, user, assistant] messages ending with the assistant")
+    prompt = tokenizer.encode(format_chat(messages[:-1], add_generation_prompt=True, enable_thinking=True))
+    target = messages[-1]["content"]
+    if target.lstrip().startswith("<think>"):
+        raise ValueError("assistant content must not reopen <think> (prefill protocol)")
+    cont = tokenizer.encode(target + IM_END)
+    return {"ids": np.asarray(prompt + cont, np.int32), "n_prompt": len(prompt)}
+
+
+def bucket_length(n: int, buckets: Sequence[int]) -> int | None:
+    for b in sorted(buckets):
+        if n <= b:
+            return b
+    return None
+
+
+def pad_batch(examples: Sequence[dict], length: int, pad_id: int, rows: int | None = None) -> dict:
+    """Right-pad to `length`; `loss_mask[t]` marks target `ids[t+1]` in the continuation.
+
+    `rows` > len(examples) appends all-pad rows with an all-zero mask (keeps shapes static).
+    """
+    rows = rows or len(examples)
+    ids = np.full((rows, length), pad_id, np.int32)
+    attn = np.zeros((rows, length), np.int32)
+    mask = np.zeros((rows, length - 1), np.float32)
+    for r, ex in enumerate(examples):
+        n = len(ex["ids"])
+        ids[r, :n] = ex["ids"]
+        attn[r, :n] = 1
+        mask[r, ex["n_prompt"] - 1:n - 1] = 1.0
+    return {"input_ids": ids, "attention_mask": attn, "loss_mask": mask}
+
+
+def sft_dataset(examples: Sequence[dict], *, batch_size: int, buckets: Sequence[int], pad_id: int,
+                seed: int, epochs: int) -> tuple[grain.MapDataset, int]:
+    """Bucketed SFT batches: each batch holds examples of one length bucket, padded to it.
+
+    Few distinct shapes = few compilations; padding waste stays small. Examples longer than the
+    largest bucket are dropped (the caller logs how many). Returns (dataset of batches, #dropped).
+    """
+    by_bucket: dict[int, list[int]] = {}
+    dropped = 0
+    for i, ex in enumerate(examples):
+        b = bucket_length(len(ex["ids"]), buckets)
+        if b is None:
+            dropped += 1
+        else:
+            by_bucket.setdefault(b, []).append(i)
+    plan: list[tuple[int, list[int]]] = []
+    for epoch in range(epochs):
+        rng = random.Random(seed + epoch)
+        for b in sorted(by_bucket):
+            idx = list(by_bucket[b])
+            rng.shuffle(idx)
+            plan += [(b, idx[s:s + batch_size]) for s in range(0, len(idx), batch_size)]
+    # Shuffle batches within each epoch only, so epochs stay in order.
+    per_epoch = len(plan) // max(epochs, 1)
+    ordered = []
+    for epoch in range(epochs):
+        chunk = plan[epoch * per_epoch:(epoch + 1) * per_epoch]
+        random.Random(seed * 7919 + epoch).shuffle(chunk)
+        ordered += chunk
+    ds = grain.MapDataset.source(ordered).map(
+        lambda p: pad_batch([examples[i] for i in p[1]], p[0], pad_id, rows=batch_size))
+    return ds, dropped
+
+
+# ---------------------------------------------------------------------------------- rollout buffer
+
+def buffer_dataset(samples: Sequence[dict], *, minibatch: int, seed: int, collate: Callable,
+                   process_index: int = 0, process_count: int = 1) -> grain.MapDataset:
+    """The rewarded samples of one GRPO step as shuffled minibatches for the update iterations.
+
+    Each process takes every `process_count`-th sample of the shuffled order (per-host shard), then
+    batches `minibatch // process_count` of them; `collate` turns a list of samples into arrays.
+    """
+    if minibatch % process_count:
+        raise ValueError(f"minibatch {minibatch} not divisible by {process_count} processes")
+    local = minibatch // process_count
+    ds = grain.MapDataset.source(list(samples)).shuffle(seed=seed)
+    ds = ds[process_index::process_count]
+    return ds.batch(local, drop_remainder=True, batch_fn=collate)

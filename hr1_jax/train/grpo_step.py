@@ -1,0 +1,109 @@
+"""The jitted, sharded GRPO update: micro-batch scan with exact gradient accumulation.
+
+Batch layout (every array has leading dims `[A, M]`: A accumulation micro-batches of M samples):
+  input_ids     int32 [A, M, L]    prompt + response, right-padded
+  attention_mask int32 [A, M, L]   1 on real tokens
+  loss_mask     f32   [A, M, L-1]  1 where the *target* token (input_ids[:, 1:]) is a response token
+  old_logp      f32   [A, M, L-1]  trainer log-probs before this update (trust-region anchor)
+  sampler_logp  f32   [A, M, L-1]  log-probs the sampler reported (for truncated IS)
+  advantages    f32   [A, M]
+  ref_logp      f32   [A, M, L-1]  only when a KL term is used
+The loss denominator is summed over all micro-batches first, so `sum_a num_a / den` is exactly the
+loss of the whole minibatch, whatever A is.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from hr1_jax.models.logprobs import sequence_logprobs
+from hr1_jax.train.losses import LossConfig, aggregate, policy_loss
+from hr1_jax.train.state import TrainState, global_norm, make_optimizer
+
+
+def response_logprobs(graphdef, params, rest, input_ids, attention_mask, *, with_entropy: bool = False,
+                      chunk_size: int = 1024, temperature: float = 1.0):
+    """fp32 log-probs of `input_ids[:, 1:]` (chunked: full logits never materialise) and, optionally,
+    per-token entropy, under the temperature-scaled policy the sampler drew from."""
+    model = nnx.merge(graphdef, params, rest)
+    return sequence_logprobs(model, input_ids, attention_mask, chunk_size=chunk_size,
+                             temperature=temperature, with_entropy=with_entropy)
+
+
+def _sum_trees(a, b):
+    return jax.tree.map(jnp.add, a, b)
+
+
+def make_grpo_step(graphdef, rest, tx, loss_cfg: LossConfig, *, with_entropy: bool = False,
+                   chunk_size: int = 1024, temperature: float = 1.0):
+    """A pure `step(state, batch) -> (state, metrics)` (jit it with `jit_step`)."""
+
+    def micro_loss(params, mb, den):
+        logp, entropy = response_logprobs(graphdef, params, rest, mb["input_ids"], mb["attention_mask"],
+                                          with_entropy=with_entropy, chunk_size=chunk_size,
+                                          temperature=temperature)
+        entropy = entropy if with_entropy else None
+        num, _, metrics = policy_loss(logp, mb["old_logp"], mb["advantages"], mb["loss_mask"], loss_cfg,
+                                      sampler_logp=mb.get("sampler_logp"), ref_logp=mb.get("ref_logp"),
+                                      entropy=entropy)
+        return num / den, (num, metrics)
+
+    grad_fn = jax.value_and_grad(micro_loss, has_aux=True)
+
+    def step(state: TrainState, batch):
+        den = jax.vmap(lambda m: aggregate(m, m, loss_cfg.agg_mode)[1])(batch["loss_mask"]).sum()
+        den = jnp.maximum(den, 1.0)
+        mb0 = jax.tree.map(lambda x: x[0], batch)
+        (_, (_, m0)), g_shape = jax.eval_shape(grad_fn, state.params, mb0, den)
+        zeros = (jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), g_shape),
+                 jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), m0["sums"]),
+                 {k: jnp.full((), -jnp.inf if k.endswith("max") else jnp.inf, jnp.float32)
+                  for k in m0["extrema"]},
+                 jnp.zeros((), jnp.float32))
+
+        def body(carry, mb):
+            g_acc, sums, ext, loss = carry
+            (l, (_, metrics)), g = grad_fn(state.params, mb, den)
+            ext = {k: (jnp.maximum if k.endswith("max") else jnp.minimum)(ext[k], v)
+                   for k, v in metrics["extrema"].items()}
+            return (_sum_trees(g_acc, g), _sum_trees(sums, metrics["sums"]), ext, loss + l), None
+
+        (grads, sums, ext, loss), _ = jax.lax.scan(body, zeros, batch)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = jax.tree.map(lambda p, u: p + u, state.params, updates)
+        metrics = {"loss": loss, "grad_norm": global_norm(grads), "sums": sums, "extrema": ext}
+        return TrainState(params, opt_state, state.step + 1), metrics
+
+    return step
+
+
+def batch_shardings(mesh: Mesh, batch_axes=("data", "fsdp")):
+    """[A, M, ...] batch arrays: M over the batch mesh axes, everything else replicated."""
+    axes = tuple(a for a in batch_axes if mesh.shape[a] > 1)
+    return NamedSharding(mesh, P(None, axes if axes else None))
+
+
+def jit_step(step_fn, state_sh: TrainState, mesh: Mesh):
+    """jit with explicit in/out shardings and the state donated (no silent recompiles/reshards)."""
+    data_sh = batch_shardings(mesh)
+    return jax.jit(step_fn, in_shardings=(state_sh, data_sh), out_shardings=(state_sh, None),
+                   donate_argnums=(0,))
+
+
+def grpo_optimizer(g):
+    """Constant-lr AdamW of the reference RL run (β2 0.98, weight decay 0.1, clip 1.0)."""
+    return make_optimizer(g.lr, weight_decay=g.weight_decay, b1=0.9, b2=g.beta2, grad_clip=g.grad_clip)
+
+
+def logprobs_fn(graphdef, rest, *, chunk_size: int = 1024, temperature: float = 1.0):
+    """Jitted log-probs for a [B, L] batch: the trainer's pre-update anchor, or a frozen reference."""
+
+    @jax.jit
+    def fn(params, input_ids, attention_mask):
+        logp, _ = response_logprobs(graphdef, params, rest, input_ids, attention_mask,
+                                    chunk_size=chunk_size, temperature=temperature)
+        return logp
+
+    return fn
