@@ -89,12 +89,13 @@ def format_table(episodes: list[dict], summary: dict) -> str:
         lines.append(f"{ep['task_id']:>6} {r:>7} {'Y' if ep['success'] else '-':>3} {ep['status'][:22]:<22} "
                      f"{c.get('turns', 0):>5} {c.get('hook_calls', 0):>5} "
                      f"{c.get('hook_errors', 0) + c.get('hook_timeouts', 0):>4}")
-    mean = summary["mean_reward"]
-    lines.append(f"{summary['benchmark']}: n={summary['n_tasks']} mean_reward="
-                 f"{'n/a' if mean is None else f'{mean:.4f}'} success_rate="
-                 f"{'n/a' if summary['success_rate'] is None else f'{summary['success_rate']:.3f}'} "
-                 f"hook_calls={summary['hook_calls']} hook_errors={summary['hook_errors']} "
-                 f"hook_timeouts={summary['hook_timeouts']} infra_errors={summary['infra_errors']}")
+    def fmt(value, spec):
+        return "n/a" if value is None else format(value, spec)
+
+    lines.append(f"{summary['benchmark']}: n={summary['n_tasks']} mean_reward={fmt(summary['mean_reward'], '.4f')} "
+                 f"success_rate={fmt(summary['success_rate'], '.3f')} hook_calls={summary['hook_calls']} "
+                 f"hook_errors={summary['hook_errors']} hook_timeouts={summary['hook_timeouts']} "
+                 f"infra_errors={summary['infra_errors']}")
     if "note" in summary:
         lines.append(summary["note"])
     return "\n".join(lines)

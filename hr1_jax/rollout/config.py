@@ -17,6 +17,22 @@ def defaults() -> ml_collections.ConfigDict:
     c.valid_bonus = 0.0
     c.cache_dir = ""                 # "" = <workdir>/reward_cache
     c.cache_lock_timeout_s = 7200.0
+    c.baseline_dir = ""              # "" = <workdir>/baseline (hr1 baseline writes, hr1 build-rows reads)
+    # Prompt rows (spec §1.2, §1.3, §1.5, §8).
+    c.schema_style = ""              # "" = <benchmark>_life_multihook_v1
+    c.min_failures = 1
+    c.group_size = 4
+    c.group_seed = 20260621
+    c.group_tail = "pad"             # pad | drop | error
+    c.packet = ml_collections.ConfigDict()
+    c.packet.strategy = "round_robin"
+    c.packet.max_traces = 20
+    c.packet.webshop = ml_collections.ConfigDict(dict(max_obs_chars=1200, max_assistant_chars=600,
+                                                      max_approx_tokens=18000))
+    c.packet.alfworld = ml_collections.ConfigDict(dict(max_obs_chars=350, max_assistant_chars=200,
+                                                       max_approx_tokens=12000))
+    c.packet.dbbench = ml_collections.ConfigDict(dict(max_failures_per_batch=4, max_messages_per_trace=22,
+                                                      max_tool_result_chars=1200, max_evidence_chars=26000))
     return c
 
 
@@ -26,3 +42,8 @@ def validate(c, config) -> None:
     require(c.job_timeout_s > 0, "rollout.job_timeout_s", "must be > 0")
     require(c.max_job_retries >= 0, "rollout.max_job_retries", "must be >= 0")
     require(c.reward_metric in METRICS, "rollout.reward_metric", f"must be one of {METRICS}")
+    require(c.group_size >= 1, "rollout.group_size", "must be >= 1")
+    require(c.group_tail in ("pad", "drop", "error"), "rollout.group_tail", "must be pad, drop or error")
+    require(c.packet.strategy in ("round_robin", "lowest_reward"), "rollout.packet.strategy",
+            "must be round_robin or lowest_reward")
+    require(c.packet.max_traces >= 1, "rollout.packet.max_traces", "must be >= 1")

@@ -116,7 +116,7 @@ class RewardContext:
                 "valid_bonus": float(c.rollout.valid_bonus)}
 
 
-def _meta(row: dict) -> dict:
+def _meta(row: dict, ctx: "RewardContext | None" = None) -> dict:
     meta = row.get("metadata") or {}
     for key in ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity", "reward_threshold"):
         if key not in meta:
@@ -124,6 +124,9 @@ def _meta(row: dict) -> dict:
     check_batch_identity(meta["identity"], meta["task_ids"])
     if sorted(str(t) for t in meta["task_ids"]) != sorted(meta["baseline_rewards"]):
         raise IdentityError("baseline_rewards do not cover exactly the row's task_ids")
+    if ctx is not None and meta.get("target_agent_name") != ctx.target.get("name"):
+        raise IdentityError(f"baseline target {meta.get('target_agent_name')!r} != rerun target "
+                            f"{ctx.target.get('name')!r}: the rerun must use the target that made the baseline")
     return meta
 
 
@@ -253,7 +256,7 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
 
 def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
     """Score an already validated, normalised patch (cache -> lock -> rerun -> cache)."""
-    meta = _meta(row)
+    meta = _meta(row, ctx)
     key = cache_key(patch, meta, ctx)
     folder = os.path.join(ctx.cache_dir, meta["identity"]["batch_sha256"][:16], key)
     os.makedirs(folder, exist_ok=True)
@@ -285,7 +288,7 @@ def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
 
 def score_response(row: dict, response_text: str, ctx: RewardContext) -> RewardResult:
     """The reward of one engineer response for one RL row."""
-    meta = _meta(row)
+    meta = _meta(row, ctx)
     patch, status, reason = prepare_patch(response_text, meta["benchmark"], ctx.config)
     if patch is None:
         ctx.counters["invalid"] += 1
@@ -303,7 +306,7 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
     unique: dict[str, tuple[dict, dict]] = {}
     slots: dict[str, list[int]] = {}
     for i, (row, text) in enumerate(zip(rows, responses)):
-        meta = _meta(row)
+        meta = _meta(row, ctx)
         patch, status, reason = prepare_patch(text, meta["benchmark"], ctx.config)
         if patch is None:
             ctx.counters["invalid"] += 1
@@ -313,6 +316,8 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
         unique.setdefault(key, (patch, row))
         slots.setdefault(key, []).append(i)
     ctx.counters["deduped"] += sum(len(v) - 1 for v in slots.values())
+    if not unique:
+        return results
     workers = max(1, min(len(unique) or 1, max_parallel or 4 * ctx.pool.num_workers))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="hr1-reward") as ex:
         futures = {key: ex.submit(score_patch, patch, row, ctx) for key, (patch, row) in unique.items()}

@@ -1,0 +1,128 @@
+"""Row schemas (RL prompt rows, SFT rows), JSONL I/O, benchmark-pure grouping (spec §8), and a grain
+source over JSONL.
+
+RL row:  {"prompt": [system, user], "label": "", "metadata": {benchmark, split, seed, task_ids,
+          baseline_rewards, baseline_pass, identity, reward_threshold, target_agent_name, prompt fields...}}
+SFT row: {"messages": [system, user, assistant], "metadata": {...}} where the assistant text follows
+          the response protocol (prefill: the continuation after the template's "<think>\\n").
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import grain
+
+RL_REQUIRED_METADATA = ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity",
+                        "reward_threshold", "target_agent_name")
+# §8: per-benchmark shuffle offsets of the grouped mixer.
+SHUFFLE_OFFSETS = {"alfworld": 101, "webshop": 211, "dbbench": 401}
+
+
+def rl_row(system: str, user: str, metadata: dict) -> dict:
+    missing = [k for k in RL_REQUIRED_METADATA if k not in metadata]
+    if missing:
+        raise ValueError(f"RL row metadata lacks {missing}")
+    return {"prompt": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "label": "", "metadata": metadata}
+
+
+def sft_assistant_text(think: str, patch: dict, protocol: str) -> str:
+    """The assistant target of an SFT row under the response protocol (spec §1.7)."""
+    body = f"<patch>\n{json.dumps(patch, ensure_ascii=False)}\n</patch>"
+    think = think.strip()
+    if protocol == "prefill_think_patch":  # the template already opened "<think>\n"
+        return f"{think}\n</think>\n\n{body}"
+    if protocol == "full_think_patch":
+        return f"<think>\n{think}\n</think>\n\n{body}"
+    raise ValueError(f"unknown response protocol {protocol!r}")
+
+
+def sft_row(rl: dict, think: str, patch: dict, protocol: str, extra_metadata: dict | None = None) -> dict:
+    return {"messages": list(rl["prompt"]) + [{"role": "assistant",
+                                              "content": sft_assistant_text(think, patch, protocol)}],
+            "metadata": {**rl.get("metadata", {}), "response_protocol": protocol, **(extra_metadata or {})}}
+
+
+def write_jsonl(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: int,
+               tail: str = "pad") -> list[dict]:
+    """Shuffle each benchmark's rows (seed + offset), cut them into groups of `group_size`, shuffle
+    the groups, and write them contiguously, so a rollout group never mixes benchmarks."""
+    if tail not in ("pad", "drop", "error"):
+        raise ValueError("tail must be pad, drop or error")
+    groups = []
+    for bench, rows in sorted(rows_by_benchmark.items()):
+        if any(r["metadata"]["benchmark"] != bench for r in rows):
+            raise ValueError(f"rows filed under {bench} carry another benchmark")
+        rng = random.Random(seed + SHUFFLE_OFFSETS.get(bench, 0))
+        rows = list(rows)
+        rng.shuffle(rows)
+        for start in range(0, len(rows), group_size):
+            group = [dict(r, metadata=dict(r["metadata"])) for r in rows[start:start + group_size]]
+            if len(group) < group_size:
+                if tail == "drop":
+                    continue
+                if tail == "error":
+                    raise ValueError(f"{bench}: {len(rows)} rows do not fill groups of {group_size}")
+                while len(group) < group_size:
+                    pad = dict(rng.choice(rows))
+                    pad["metadata"] = dict(pad["metadata"], mixed_padded_duplicate=True)
+                    group.append(pad)
+            groups.append((bench, group))
+    random.Random(seed).shuffle(groups)
+    out = []
+    for gi, (bench, group) in enumerate(groups):
+        for pos, row in enumerate(group):
+            row["metadata"].update(mixed_index=len(out), mixed_group_index=gi, mixed_group_pos=pos,
+                                   mixed_group_size=group_size, mixed_group_benchmark=bench)
+            out.append(row)
+    for gi in range(len(groups)):
+        benches = {r["metadata"]["benchmark"] for r in out[gi * group_size:(gi + 1) * group_size]}
+        if len(benches) != 1:
+            raise AssertionError(f"group {gi} mixes benchmarks {benches}")
+    return out
+
+
+class JsonlSource(grain.sources.RandomAccessDataSource):
+    """Random access over a JSONL file (line offsets indexed once); elements are dicts."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._offsets = []
+        with open(path, "rb") as f:
+            pos = 0
+            for line in f:
+                if line.strip():
+                    self._offsets.append(pos)
+                pos += len(line)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getitem__(self, index: int) -> dict:
+        with open(self.path, "rb") as f:
+            f.seek(self._offsets[index])
+            return json.loads(f.readline())
+
+    def __repr__(self) -> str:
+        return f"JsonlSource({self.path!r}, n={len(self)})"
+
+
+def rows_dataset(path: str) -> "grain.MapDataset":
+    """A grain MapDataset of the rows of a JSONL file."""
+    return grain.MapDataset.source(JsonlSource(path))

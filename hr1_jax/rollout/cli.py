@@ -1,0 +1,203 @@
+"""Stages of the rollout service:
+
+  hr1 rollout     one batch (config.benchmark / split / tasks, optional config.patch) -> results.jsonl,
+                  summary.json and a printed table
+  hr1 baseline    the target without patch over config.tasks in batches of rollout.batch_size ->
+                  <baseline_dir>/<benchmark>/batch_NNN/{results.jsonl, summary.json, status.json}
+  hr1 build-rows  baselines -> packets -> RL prompt rows (+ benchmark-pure grouped file) under <workdir>/rows
+  hr1 reward      --row ROWS.jsonl [--row_index N] --response FILE -> the reward of one response
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+from absl import flags
+
+from hr1_jax.config import parse_tasks
+from hr1_jax.utils.logging import log_event
+
+flags.DEFINE_string("row", None, "hr1 reward: JSONL file of RL rows.")
+flags.DEFINE_integer("row_index", 0, "hr1 reward: which row of --row.")
+flags.DEFINE_string("response", None, "hr1 reward: file holding the engineer response text.")
+FLAGS = flags.FLAGS
+
+
+def _target(config) -> dict:
+    return config.target.to_dict()
+
+
+def load_patch(path: str, benchmark: str, config) -> dict:
+    """A patch file: normalised-patch JSON, or a raw engineer response (parsed with the protocol)."""
+    from hr1_jax.patch import PatchError, normalize_patch
+    from hr1_jax.rollout.reward import _normalise_kwargs, prepare_patch
+    with open(path) as f:
+        text = f.read()
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    if isinstance(raw, dict) and "actions" in raw:
+        return normalize_patch(raw, benchmark, **_normalise_kwargs(config.patch_protocol))
+    patch, status, reason = prepare_patch(text, benchmark, config)
+    if patch is None:
+        raise PatchError(status, f"{path}: {reason}")
+    return patch
+
+
+def rollout_stage(config, workdir: str) -> int:
+    from hr1_jax.rollout.batches import format_table, run_batch, summarize, write_results
+    from hr1_jax.rollout.pool import WorkerPool
+    from hr1_jax.utils.progress import progress
+
+    bench, split, tasks = config.benchmark, config.split, parse_tasks(config.tasks)
+    patch = load_patch(config.patch, bench, config) if config.patch else None
+    bar = progress(total=len(tasks), desc=f"rollout {bench}")
+    with WorkerPool(config) as pool:
+        episodes = run_batch(pool, bench, split, tasks, target=_target(config), seed=config.seed, patch=patch,
+                             on_result=lambda ep: bar.update(1))
+        stats = dict(pool.stats)
+    bar.close()
+    summary = summarize(bench, episodes, config.rollout.reward_threshold)
+    write_results(workdir, episodes, summary, {"split": split, "tasks": tasks, "patched": patch is not None,
+                                               "target": config.target.name, "pool": stats})
+    print(format_table(episodes, summary))
+    log_event("rollout", "summary", **{k: v for k, v in summary.items() if k != "statuses"})
+    return 1 if summary["infra_errors"] else 0
+
+
+def baseline_root(config, workdir: str) -> str:
+    return config.rollout.baseline_dir or os.path.join(workdir, "baseline")
+
+
+def baseline_stage(config, workdir: str) -> int:
+    from hr1_jax.rollout.batches import baseline_metadata, run_batch, summarize, write_results
+    from hr1_jax.rollout.pool import WorkerPool
+    from hr1_jax.utils.progress import progress
+
+    bench, split, tasks = config.benchmark, config.split, parse_tasks(config.tasks)
+    size = config.rollout.batch_size
+    batches = [tasks[i:i + size] for i in range(0, len(tasks), size)]
+    root = os.path.join(baseline_root(config, workdir), bench)
+    failed = 0
+    bar = progress(total=len(tasks), desc=f"baseline {bench}")
+    with WorkerPool(config) as pool:
+        for batch_id, ids in enumerate(batches):
+            folder = os.path.join(root, f"batch_{batch_id:03d}")
+            status_path = os.path.join(folder, "status.json")
+            if os.path.exists(status_path):
+                with open(status_path) as f:
+                    old = json.load(f)
+                if old.get("status") == "ok" and old.get("task_ids") == ids and old.get("target") == config.target.name:
+                    bar.update(len(ids))
+                    continue  # resume: this batch is done
+            episodes = run_batch(pool, bench, split, ids, target=_target(config), seed=config.seed,
+                                 on_result=lambda ep: bar.update(1))
+            summary = summarize(bench, episodes, config.rollout.reward_threshold)
+            status = {"status": "ok", "batch_id": batch_id, "task_ids": ids, "target": config.target.name}
+            try:
+                status["metadata"] = baseline_metadata(bench, split, config.seed, episodes,
+                                                       target_name=config.target.name,
+                                                       threshold=config.rollout.reward_threshold)
+            except RuntimeError as e:
+                status.update(status="failed", error=str(e))
+                failed += 1
+            write_results(folder, episodes, summary)
+            with open(status_path, "w") as f:
+                json.dump(status, f, indent=1)
+            log_event("baseline", "batch", batch=batch_id, status=status["status"],
+                      mean_reward=summary["mean_reward"], pass_count=summary["pass_count"])
+    bar.close()
+    print(f"baseline {bench}: {len(batches)} batches under {root} ({failed} failed)")
+    return 1 if failed else 0
+
+
+def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
+    """RL rows for every complete baseline batch of `benchmark` under `root`."""
+    from hr1_jax.data.rows import rl_row
+    from hr1_jax.rollout.batches import read_results
+    from hr1_jax.rollout.packets import dbbench_evidence, trace_packet
+    from hr1_jax.rollout.prompts import build_prompt, default_schema_style
+
+    r, pc = config.rollout, config.patch_protocol
+    rows, skipped = [], {"not_ok": 0, "too_few_failures": 0}
+    for folder in sorted(glob.glob(os.path.join(root, benchmark, "batch_*"))):
+        with open(os.path.join(folder, "status.json")) as f:
+            status = json.load(f)
+        if status.get("status") != "ok":
+            skipped["not_ok"] += 1
+            continue
+        meta = status["metadata"]
+        episodes = read_results(folder)
+        name = os.path.basename(folder)
+        if benchmark == "dbbench":
+            packet, n_fail = dbbench_evidence(name, episodes, meta["task_ids"], threshold=meta["reward_threshold"],
+                                              **r.packet.dbbench.to_dict())
+        else:
+            packet, n_fail = trace_packet(benchmark, [(status["batch_id"], episodes)], source=f"{benchmark}/{name}",
+                                          threshold=meta["reward_threshold"], max_traces=r.packet.max_traces,
+                                          strategy=r.packet.strategy, **r.packet[benchmark].to_dict())
+        if n_fail < r.min_failures:
+            skipped["too_few_failures"] += 1
+            continue
+        style = r.schema_style or default_schema_style(benchmark)
+        prompt = build_prompt(benchmark, packet, protocol=pc.response_protocol, schema_style=style)
+        row_meta = dict(meta, batch_tag=f"{benchmark}_{name}", batch_id=status["batch_id"],
+                        response_protocol=pc.response_protocol, schema_style=style,
+                        target_model=config.target.model or config.target.name,
+                        prompt_version="hr1-prompt-v1", included_failures=n_fail)
+        rows.append(rl_row(prompt[0]["content"], prompt[1]["content"], row_meta))
+    return rows, skipped
+
+
+def build_rows_stage(config, workdir: str) -> int:
+    from hr1_jax.data.rows import group_rows, write_jsonl
+
+    root = baseline_root(config, workdir)
+    out_dir = os.path.join(workdir, "rows")
+    by_bench, stats = {}, {}
+    for bench in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        rows, skipped = build_rows(config, root, bench)
+        if rows:
+            by_bench[bench] = rows
+            write_jsonl(os.path.join(out_dir, f"rl_{bench}.jsonl"), rows)
+        lengths = [len(r["prompt"][1]["content"]) for r in rows]
+        stats[bench] = {"rows": len(rows), "skipped": skipped,
+                        "prompt_chars_max": max(lengths, default=0),
+                        "prompt_chars_mean": sum(lengths) / len(lengths) if lengths else 0}
+    if not by_bench:
+        print(f"build-rows: no usable baseline batches under {root}", file=sys.stderr)
+        return 1
+    r = config.rollout
+    grouped = group_rows(by_bench, r.group_size, r.group_seed, r.group_tail)
+    write_jsonl(os.path.join(out_dir, "rl_grouped.jsonl"), grouped)
+    stats["grouped"] = {"rows": len(grouped), "groups": len(grouped) // r.group_size,
+                        "recommended_num_rollout": len(grouped) // r.group_size}
+    with open(os.path.join(out_dir, "stats.json"), "w") as f:
+        json.dump(stats, f, indent=1)
+    print(json.dumps(stats, indent=1))
+    return 0
+
+
+def reward_stage(config, workdir: str) -> int:
+    from hr1_jax.data.rows import read_jsonl
+    from hr1_jax.rollout.reward import RewardContext, score_response
+
+    if not FLAGS.row or not FLAGS.response:
+        print("hr1 reward: --row ROWS.jsonl and --response FILE are required", file=sys.stderr)
+        return 2
+    rows = read_jsonl(FLAGS.row)
+    if not 0 <= FLAGS.row_index < len(rows):
+        print(f"hr1 reward: --row_index {FLAGS.row_index} out of range (0..{len(rows) - 1})", file=sys.stderr)
+        return 2
+    with open(FLAGS.response) as f:
+        response = f.read()
+    cache_dir = config.rollout.cache_dir or os.path.join(workdir, "reward_cache")
+    with RewardContext(config, cache_dir=cache_dir) as ctx:
+        result = score_response(rows[FLAGS.row_index], response, ctx)
+    with open(os.path.join(workdir, "reward.json"), "w") as f:
+        json.dump(result.to_dict(), f, indent=1)
+    print(json.dumps(result.to_dict(), indent=1))
+    return 0 if result.eval_status != "eval_failed" else 1
