@@ -1,0 +1,53 @@
+"""`hr1 rollout` / `hr1 baseline` on the real DBBench env (SQLite backend) with the scripted target."""
+import json
+import os
+import subprocess
+import sys
+
+from hr1_jax.config import base_config, validate_config
+from hr1_jax.rollout.batches import read_results
+from hr1_jax.rollout.cli import baseline_stage, rollout_stage
+from hr1_jax.rollout.identity import check_batch_identity
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def dbbench_config(tasks="0:10"):
+    c = base_config()
+    c.benchmark, c.tasks = "dbbench", tasks
+    c.dbbench.backend = "sqlite"
+    c.rollout.num_workers = 2
+    validate_config(c)
+    return c
+
+
+def test_hr1_rollout_cli_writes_results_and_summary(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "hr1_jax.cli", "rollout", "--config.benchmark=dbbench",
+                          "--config.tasks=0:10", "--config.dbbench.backend=sqlite", f"--workdir={tmp_path}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, HR1_PROGRESS="0"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = read_results(str(tmp_path))
+    assert [r["task_id"] for r in rows] == list(range(10))
+    for r in rows:
+        assert {"task_id", "reward", "success", "status", "trajectory", "hook_events", "identity"} <= set(r)
+        assert r["trajectory"][0]["role"] == "system" and r["status"] != "infra_error"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["benchmark"] == "dbbench" and summary["n_tasks"] == 10
+    assert summary["mean_reward"] == sum(r["reward"] for r in rows) / 10
+    assert {"success_rate", "hook_calls", "hook_errors", "hook_timeouts"} <= set(summary)
+    assert "mean_reward=" in out.stdout and out.stdout.count("\n") >= 11
+
+
+def test_baseline_batches_metadata_and_resume(tmp_path):
+    c = dbbench_config("0:15")
+    assert baseline_stage(c, str(tmp_path)) == 0
+    root = tmp_path / "baseline" / "dbbench"
+    status = [json.loads((root / f"batch_{i:03d}" / "status.json").read_text()) for i in range(2)]
+    assert [s["task_ids"] for s in status] == [list(range(10)), list(range(10, 15))]
+    meta = status[0]["metadata"]
+    check_batch_identity(meta["identity"], meta["task_ids"])
+    assert meta["target_agent_name"] == c.target.name and len(meta["baseline_rewards"]) == 10
+    mtime = os.path.getmtime(root / "batch_000" / "results.jsonl")
+    assert baseline_stage(c, str(tmp_path)) == 0  # resume: complete batches are not rerun
+    assert os.path.getmtime(root / "batch_000" / "results.jsonl") == mtime
