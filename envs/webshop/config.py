@@ -6,11 +6,14 @@ from hr1_jax.config import require
 
 def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    c.max_rounds = 20
-    c.goal_seed = 233
-    c.catalog_seed = 0
+    c.max_rounds = 20          # AgentBench/Harness-R1 `round: 20`
+    c.goal_seed = 233          # upstream `random.seed(233); random.shuffle(goals)`; part of task identity
+    c.catalog_seed = 0         # seed of the substitute's synthetic catalog; part of task identity
     return c
 
 
 def validate(c, config) -> None:
     require(c.max_rounds >= 1, "webshop.max_rounds", "must be >= 1")
+    require(isinstance(c.goal_seed, int), "webshop.goal_seed", "must be an int")
+    require(isinstance(c.catalog_seed, int) and c.catalog_seed >= 0, "webshop.catalog_seed",
+            "must be an int >= 0")
