@@ -19,6 +19,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import threading
 import time
 
 from envs.base import canonical_sha256
@@ -83,6 +84,11 @@ class RewardContext:
         self.target = target if target is not None else _plain(config.target)
         self._pool, self._own_pool = pool, pool is None
         self.counters = {"evaluations": 0, "cache_hits": 0, "eval_failed": 0, "invalid": 0, "deduped": 0}
+        self._counter_lock = threading.Lock()
+
+    def count(self, key: str, n: int = 1) -> None:
+        with self._counter_lock:
+            self.counters[key] += n
 
     @property
     def pool(self) -> WorkerPool:
@@ -139,7 +145,7 @@ def prepare_patch(text: str, benchmark: str, config) -> tuple[dict | None, str, 
         patch = normalize_patch(raw, benchmark, **_normalise_kwargs(pc))
         compile_patch(patch, benchmark, time_budget_s=pc.time_budget_s, line_budget=pc.line_budget)
     except PatchError as e:
-        status = NOOP if "no-op" in str(e).lower() or "noop" in str(e).lower() else INVALID
+        status = NOOP if "noop" in str(getattr(e, "code", "")).lower() else INVALID
         return None, status, str(e)[:1000]
     if patch.get("benchmark", benchmark) != benchmark:
         return None, INVALID, f"patch is for {patch.get('benchmark')!r}, batch is {benchmark!r}"
@@ -267,21 +273,21 @@ def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
             with _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s)):
                 cached = _read_cache(path)  # another caller may have finished while we waited
                 if cached is None:
-                    ctx.counters["evaluations"] += 1
+                    ctx.count("evaluations", 1)
                     result = _evaluate(patch, meta, ctx, key)
                     if result.eval_status == OK:
                         with open(os.path.join(folder, "patch.json"), "w") as f:
                             json.dump(patch, f, indent=1)
                         _write_cache(path, result)
                     else:
-                        ctx.counters["eval_failed"] += 1
+                        ctx.count("eval_failed", 1)
                         log_event("reward", "eval_failed", key=key, reason=result.reason)
                     return result
         except TimeoutError as e:
-            ctx.counters["eval_failed"] += 1
+            ctx.count("eval_failed", 1)
             return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
                                 reason=f"cache_lock_timeout: {e}", benchmark=meta["benchmark"], cache_key=key)
-    ctx.counters["cache_hits"] += 1
+    ctx.count("cache_hits", 1)
     cached.cache_hit = True
     return cached
 
@@ -291,7 +297,7 @@ def score_response(row: dict, response_text: str, ctx: RewardContext) -> RewardR
     meta = _meta(row, ctx)
     patch, status, reason = prepare_patch(response_text, meta["benchmark"], ctx.config)
     if patch is None:
-        ctx.counters["invalid"] += 1
+        ctx.count("invalid", 1)
         return _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
     return score_patch(patch, row, ctx)
 
@@ -309,13 +315,13 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
         meta = _meta(row, ctx)
         patch, status, reason = prepare_patch(text, meta["benchmark"], ctx.config)
         if patch is None:
-            ctx.counters["invalid"] += 1
+            ctx.count("invalid", 1)
             results[i] = _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
             continue
         key = cache_key(patch, meta, ctx)
         unique.setdefault(key, (patch, row))
         slots.setdefault(key, []).append(i)
-    ctx.counters["deduped"] += sum(len(v) - 1 for v in slots.values())
+    ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
     if not unique:
         return results
     workers = max(1, min(len(unique) or 1, max_parallel or 4 * ctx.pool.num_workers))

@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any
 
-from envs.base import Action, Environment, Task
+from envs.base import HOOK_SITES, Action, Environment, Task
 from hr1_jax.agents.base import AgentError
 
 INFRA_ERROR = "infra_error"
@@ -92,6 +92,25 @@ def _compile(patch, benchmark: str, config):
                          line_budget=_cfg(config, "patch_protocol", "line_budget", 2000))
 
 
+def _patch_sites(patch) -> frozenset:
+    """Hook names a compiled patch defines (`.hooks` as names, (name, fn) pairs, objects with
+    `.hook`, or a dict keyed by name); unknown layouts -> every site (call and let it answer)."""
+    hooks = getattr(patch, "hooks", None)
+    if patch is None:
+        return frozenset()
+    if hooks is None:
+        return frozenset(HOOK_SITES)
+    names = set()
+    for h in hooks:
+        if isinstance(h, str):
+            names.add(h)
+        elif isinstance(h, tuple) and h and isinstance(h[0], str):
+            names.add(h[0])
+        else:
+            names.add(getattr(h, "hook", getattr(h, "name", None)))
+    return frozenset(n for n in names if n in HOOK_SITES)
+
+
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
 
@@ -114,6 +133,7 @@ class _Episode:
     def __init__(self, env: Environment, agent, task: Task, patch, config, seed: int):
         self.env, self.agent, self.task, self.seed = env, agent, task, seed
         self.patch = _compile(patch, task.benchmark, config)
+        self.sites = _patch_sites(self.patch)
         self.max_forced = int(_cfg(config, "patch_protocol", "max_forced_actions_per_episode", 0))
         self.record = bool(_cfg(config, "runtime", "record_trajectory", True))
         self.nb: dict = {}
@@ -133,7 +153,7 @@ class _Episode:
     # --- hooks --------------------------------------------------------------------------------
     def call_hooks(self, site: str, turn: int, **ctx_kwargs) -> list:
         """Run every hook of `site` (patch order); returns (outcome, event) for usable results."""
-        if self.patch is None or site not in getattr(self.patch, "hooks", ()):
+        if site not in self.sites:
             return []
         ctx = self.env.hook_context(site, turn=turn, **ctx_kwargs)
         usable = []

@@ -1,0 +1,118 @@
+"""Reward evaluation wall time for one 32-response GRPO group on a 10-task batch, with 1, 2 and 4
+rollout workers (scripted target), and what the content-addressed cache's dedupe saves.
+
+  .venv/bin/python benchmarks/bench_reward.py [--benchmark dbbench] [--backend sqlite|mariadb|auto]
+                                              [--workers 1,2,4] [--repeats 3]
+
+The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 responses) and 4 invalid
+responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
+same group again ("warm", all cache hits), and of scoring every valid response separately with no
+sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from hr1_jax.config import base_config, validate_config  # noqa: E402
+from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
+from hr1_jax.rollout.pool import WorkerPool  # noqa: E402
+from hr1_jax.rollout.reward import RewardContext, score_group, score_response  # noqa: E402
+
+HINTS = ["Probe the table schema with DESCRIBE before the final query.",
+         "Quote identifiers with backticks; inspect columns first.",
+         "Cast TEXT numbers before ranking or aggregating.",
+         "After INSERT/UPDATE/DELETE an empty result means success; verify, then commit.",
+         "If a query fails twice, change it instead of repeating it.",
+         "Check the exact answer format before committing."]
+PRE_HINT = """def hook(ctx, nb):
+    if ctx["predicates"]["no_sql_yet"] and not nb.get("hinted"):
+        nb["hinted"] = True
+        return {"message": %s}
+    return None
+"""
+POST_HINT = """def hook(ctx, nb):
+    if ctx["predicates"]["last_result_error"]:
+        return {"kind": "inject_hint", "message": %s}
+    return None
+"""
+
+
+def group_texts() -> list[str]:
+    texts = []
+    for i, hint in enumerate(HINTS):
+        patch = {"benchmark": "dbbench", "description": "general schema and retry hints",
+                 "actions": [{"type": "add_code_hook", "hook": "make_pre_hint", "code": PRE_HINT % json.dumps(hint)},
+                             {"type": "add_code_hook", "hook": "on_post_step", "code": POST_HINT % json.dumps(hint)}]}
+        text = f"- pattern {i}\n</think>\n<patch>{json.dumps(patch)}</patch>"
+        texts += [text] * (6 if i < 4 else 2)          # 4*6 + 2*2 = 28 valid responses
+    texts += ["I am not sure.", "<patch>{not json}</patch>", "</think><patch>{\"benchmark\": \"dbbench\"}</patch>",
+              "</think>\n<patch>{\"benchmark\": \"dbbench\", \"actions\": [{\"type\": \"add_code_hook\", "
+              "\"hook\": \"on_init\", \"code\": \"import os\"}]}</patch>"]
+    return texts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--benchmark", default="dbbench")
+    ap.add_argument("--backend", default="sqlite")
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    c = base_config()
+    c.benchmark, c.tasks = args.benchmark, "0:10"
+    c.dbbench.backend = args.backend
+    validate_config(c)
+    texts = group_texts()
+    with WorkerPool(c, num_workers=2) as pool:
+        episodes = run_batch(pool, c.benchmark, c.split, list(range(10)), target=c.target.to_dict(), seed=0)
+    row = {"prompt": [], "label": "", "metadata": baseline_metadata(c.benchmark, c.split, 0, episodes,
+                                                                    target_name=c.target.name)}
+    rows = [row] * len(texts)
+    print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
+          f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
+          f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}")
+    print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'warm_s':>7} {'no_dedupe_s':>11} {'evals':>5} "
+          f"{'dedupe_saving':>13} {'mean_reward':>11}")
+    for n in [int(x) for x in args.workers.split(",")]:
+        t0 = time.perf_counter()
+        pool = WorkerPool(c, num_workers=n)
+        pool.run(__import__("hr1_jax.rollout.pool", fromlist=["JobSpec"]).JobSpec(
+            c.benchmark, c.split, [0], None, c.target.to_dict(), 0))  # warm every import path once
+        startup = time.perf_counter() - t0
+        cold, warm, nodedupe, evals, scores = [], [], [], 0, []
+        try:
+            for _ in range(args.repeats):
+                with tempfile.TemporaryDirectory() as d:
+                    ctx = RewardContext(c, pool=pool, cache_dir=os.path.join(d, "shared"))
+                    t = time.perf_counter()
+                    results = score_group(rows, texts, ctx)
+                    cold.append(time.perf_counter() - t)
+                    evals = ctx.counters["evaluations"]
+                    scores = [r.score for r in results if r.score is not None]
+                    t = time.perf_counter()
+                    score_group(rows, texts, ctx)
+                    warm.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    with concurrent.futures.ThreadPoolExecutor(4 * n) as ex:
+                        list(ex.map(lambda i: score_response(row, texts[i], RewardContext(
+                            c, pool=pool, cache_dir=os.path.join(d, f"own{i}"))), range(28)))
+                    nodedupe.append(time.perf_counter() - t)
+        finally:
+            pool.close()
+        med = statistics.median
+        print(f"{n:>7} {startup:>9.2f} {med(cold):>7.2f} {med(warm):>7.3f} {med(nodedupe):>11.2f} {evals:>5} "
+              f"{1 - med(cold) / med(nodedupe):>12.0%} {statistics.fmean(scores):>11.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
