@@ -99,3 +99,24 @@ def test_probe_target_verdicts(capsys):
     assert probe_main(["--demo", "xml"]) == 1
     assert probe_main(["--base-url", f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--timeout", "2"]) == 2
     assert '"verdict": "endpoint_error"' in capsys.readouterr().out
+
+
+def test_scripted_dbbench_agent_behind_http_in_xml_mode_matches_in_process():
+    from envs.registry import make_env
+    from hr1_jax.agents.scripted import make_scripted_agent
+    from hr1_jax.config import base_config
+    c = base_config()
+    c.dbbench.backend = "sqlite"
+    env = make_env("dbbench", c)
+    try:
+        tasks = env.tasks("test")[:5]
+        make = lambda t, s: make_scripted_agent(t, s, c.target.scripted)  # noqa: E731
+        local = [run_episode(env, make(t, 0), t) for t in tasks]
+        with LoopbackOpenAIServer(scripted_agent_resolver(env, tasks, 0, make), mode="xml") as srv:
+            client = OpenAIChatClient(srv.base_url, "scripted", max_retries=0)
+            remote = [run_episode(env, client, t) for t in tasks]
+        assert [r.reward for r in remote] == [r.reward for r in local]
+        assert [r.actions for r in remote] == [r.actions for r in local]
+        assert sum(r.agent["repaired_tool_calls"] for r in remote) == sum(len(r.actions) for r in local) > 0
+    finally:
+        env.close()
