@@ -16,13 +16,16 @@ failure modes below, drawn once per episode from `(seed, task)`:
 | text-numeric mistake (ranking, comparison, aggregation) | 0.45 | commits a wrong value (as if it had ordered TEXT lexicographically) | a cast/numeric hint or tip |
 | mutation skipped | 0.20 | looks at rows, then commits "The record has been updated." without the INSERT/UPDATE | a block on mutation-not-executed; mutation tips |
 | mutation executed twice (INSERT) | 0.10 | re-runs the INSERT, reading `[]` as failure | hints/tips that `[]` after a mutation is success or to verify |
+| text-numeric mistakes that stay wrong | half of the above | as above | nothing |
+| misread (capability limit) | 0.08 | SELECT: commits a wrong value; mutation: writes its first string literal slightly wrong (case / trailing dot) | nothing |
 | text-only turn | 0.04 per turn | answers with text and no tool call | — |
 
 Failure rates scale with `config.skill` (`rate * (1 - skill) / 0.4`; skill 1.0 = none). Every
 message the harness adds (pre-hint and post-step user messages, block texts returned for a tool
 call, on_init tips and the tool hint in the system prompt) is read for its *kind* (schema probing,
 quoting, casting, executing/verifying mutations, answer format, repeated queries) and followed with
-probability `config.hint_follow_prob`: following clears the matching failure mode and makes the
+probability `config.hint_follow_prob` (tips and the tool hint in the system prompt, being less
+salient, with half that probability): following clears the matching failure mode and makes the
 agent take the plausible next step (DESCRIBE the table, execute first, commit raw values...).
 A block it does not follow makes it retry the same commit. Hook texts are only classified by kind;
 the answers always come from the oracle, never from hook messages.
@@ -47,10 +50,12 @@ from envs.base import Task
 DEFAULT_RATES = {
     "sloppy_quoted": 0.55, "sloppy_plain": 0.35, "premature_commit": 0.10, "empty_commit": 0.10,
     "wrong_format": 0.15, "textnum": 0.45, "skip_mutation": 0.20, "double_mutation": 0.10,
-    "text_only": 0.04,
+    "text_only": 0.04, "misread": 0.08,
 }
 DEFAULT_SKILLS = {"self_fix": 0.35, "probe": 0.2, "verify": 0.3}
 REFERENCE_SKILL = 0.6
+TIP_SALIENCE = 0.5      # a tip in the system prompt is taken up half as often as a direct message
+HARD_TEXTNUM = 0.5      # share of text-numeric mistakes that no hint repairs
 MAX_REPEATS = 3
 TEXTNUM_TYPES = ("ranking", "comparison", "aggregation")
 
@@ -123,6 +128,8 @@ class ScriptedAgent:
         self.label = [str(x) for x in task.oracle.get("label") or []]
         self.key = task.payload.get("task_sha256") or f"{task.split}:{task.task_id}"
         self.main_sql = self.label[0] if self.mutation and self.label else self._select_sql()
+        if self.mutation and self._draw("misread") < self.rates["misread"]:
+            self.main_sql = self._misread_literal(self.main_sql)
         self.sloppy_sql = self._sloppy(self.main_sql)
         sloppy_rate = self.rates["sloppy_quoted" if needs_quoting(self.table) else "sloppy_plain"]
         textnum_task = any(self.type.startswith(t) for t in TEXTNUM_TYPES)
@@ -133,6 +140,8 @@ class ScriptedAgent:
             "empty_commit": not self.mutation and self._draw("empty") < self.rates["empty_commit"],
             "wrong_format": not self.mutation and self._draw("format") < self.rates["wrong_format"],
             "textnum": not self.mutation and textnum_task and self._draw("textnum") < self.rates["textnum"],
+            "hard_textnum": self._draw("hard_textnum") < HARD_TEXTNUM,
+            "misread": self._draw("misread") < self.rates["misread"],
             "skip_mutation": self.mutation and self._draw("skip") < self.rates["skip_mutation"],
             "double_mutation": self.type.upper() == "INSERT" and self._draw("double") < self.rates["double_mutation"],
             "verify": self.mutation and self._draw("verify") < self.skills["verify"],
@@ -166,6 +175,14 @@ class ScriptedAgent:
                 guess = col.lower() + ("_name" if not col.lower().endswith("name") else "_id")
                 return pattern.sub(guess, sql, count=1)
         return None
+
+    def _misread_literal(self, sql: str) -> str:
+        """The mutation with its first string literal slightly wrong (case, trailing punctuation)."""
+        def spoil(m):
+            text = m.group(1)
+            changed = text.lower() if text != text.lower() else text + "."
+            return "'" + changed + "'"
+        return re.sub(r"'((?:[^']|'')+)'", spoil, sql, count=1)
 
     def _values_in_sql(self) -> list[str]:
         return re.findall(r"'((?:[^']|'')*)'", self.main_sql)[:6] or ["done"]
@@ -218,7 +235,8 @@ class ScriptedAgent:
         cut = min([p for p in (system.find(TIPS_HEADER), system.find(TOOL_HINT_HEADER)) if p >= 0], default=-1)
         if cut < 0:
             return set()
-        return {k for k in kinds_of(system[cut:]) if self._follows("tip", k)}
+        return {k for k in kinds_of(system[cut:])
+                if self._draw("follow", "tip", k) < self.hint_follow_prob * TIP_SALIENCE}
 
     # --- policy -------------------------------------------------------------------------------
     def chat(self, messages: list[dict], tools: list[dict]) -> dict:
@@ -238,7 +256,7 @@ class ScriptedAgent:
             modes["probe"] = True
         if modes["probe"]:
             modes["sloppy"] = False  # it saw the exact names before writing SQL
-        if "cast" in tips:
+        if "cast" in tips and not modes["hard_textnum"]:
             modes["textnum"] = False
         if tips & {"mutation", "verify"}:
             modes["skip_mutation"] = False
@@ -249,7 +267,7 @@ class ScriptedAgent:
         followed = [(i, k) for i, k in harness if self._follows("msg", i)]
         last_block = next((k for i, k in reversed(harness) if "block" in k), None)
         for i, kinds in followed:
-            if "cast" in kinds:
+            if "cast" in kinds and not modes["hard_textnum"]:
                 modes["textnum"] = False
             if "format" in kinds:
                 modes["wrong_format"] = False
@@ -285,7 +303,8 @@ class ScriptedAgent:
             if not tries:
                 return self._sql(self.sloppy_sql, "I will query the table directly.")
             last_error = max(s.index for s in tries)
-            help_ = [k for i, k in followed if i > last_error and k & {"schema", "loop"}]
+            # Schema/loop hints, or any block of its give-up commit, send it to the schema.
+            help_ = [k for i, k in followed if i > last_error and k & {"schema", "loop", "block"}]
             described_after = any(s.index > last_error and str(s.args.get("query", "")).lower().startswith("desc")
                                   for s in sqls)
             if help_ and not described_after:
@@ -333,8 +352,8 @@ class ScriptedAgent:
                 return self._sql(look, "That query failed; let me read the table instead.")
         if modes["empty_commit"]:
             return self._commit([], "No matching rows.")
-        if modes["textnum"]:
-            return self._commit(self._wrong_value(), "Taking the top value from the ordered result.")
+        if modes["textnum"] or modes["misread"]:
+            return self._commit(self._wrong_value(), "Taking the value from the result.")
         if modes["wrong_format"]:
             return self._commit([f"The answer is {', '.join(self.label)}."], "Here is the answer.")
         return self._commit(list(self.label), "The query result gives the answer.")
