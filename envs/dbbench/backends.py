@@ -36,6 +36,7 @@ import decimal
 import hashlib
 import re
 import sqlite3
+import time
 import uuid
 from typing import Any
 
@@ -117,13 +118,23 @@ class MariaDBBackend:
             kwargs["unix_socket"] = socket
         else:
             kwargs.update(host=host, port=int(port))
+        self._connect_kwargs = kwargs
         self.conn = pymysql.connect(**kwargs)
+        self.database = ""
+
+    def _fresh_session(self) -> None:
+        """A live connection with our session settings (an agent may have changed them, e.g.
+        `SET sql_mode=...`, or killed the connection in the previous episode)."""
+        try:
+            self.conn.ping(reconnect=False)
+        except self._pymysql.err.Error:
+            self.conn = self._pymysql.connect(**self._connect_kwargs)
         with self.conn.cursor() as cur:
             cur.execute(f"SET SESSION sql_mode='{SQL_MODE}'")
             cur.execute(f"SET SESSION max_statement_time={STATEMENT_TIMEOUT_S}")
-        self.database = ""
 
     def create(self, table_name: str, columns: list[str], rows: list[list]) -> str:
+        self._fresh_session()
         self.drop()
         self.database = f"dbbench_{uuid.uuid4().hex[:12]}"
         table = sanitise_identifier(table_name, "table_1")
@@ -232,10 +243,12 @@ class SQLiteBackend:
     def __init__(self):
         self.conn: sqlite3.Connection | None = None
         self.table = ""
+        self._deadline = float("inf")
 
     def create(self, table_name: str, columns: list[str], rows: list[list]) -> str:
         self.drop()
         self.conn = sqlite3.connect(":memory:", isolation_level=None)
+        self.conn.set_progress_handler(self._over_time, 100_000)
         self.conn.create_function("CONCAT", -1, _concat, deterministic=True)
         self.conn.create_function("CONCAT_WS", -1, _concat_ws, deterministic=True)
         self.conn.create_function("MD5", 1, _md5, deterministic=True)
@@ -249,6 +262,10 @@ class SQLiteBackend:
             self.conn.executemany(f"INSERT INTO {quote(self.table)} VALUES ({marks})",
                                   [[None if v is None else str(v) for v in row] for row in rows])
         return self.table
+
+    def _over_time(self) -> int:
+        """SQLite progress handler: a non-zero return interrupts a statement past the timeout."""
+        return int(time.monotonic() > self._deadline)
 
     def _columns(self, table: str) -> list[tuple]:
         return self.conn.execute(f"PRAGMA table_info({quote(table)})").fetchall()
@@ -266,6 +283,7 @@ class SQLiteBackend:
                 return ExecResult(rows=None, error=mysql_error_text(1146, f"Table '{table}' doesn't exist"),
                                   error_code=1146)
             return ExecResult(rows=[(c[1], "text", "YES", "", None, "") for c in info], has_result_set=True)
+        self._deadline = time.monotonic() + STATEMENT_TIMEOUT_S
         try:
             cur = self.conn.execute(sql)
             has_rs = cur.description is not None
@@ -278,6 +296,8 @@ class SQLiteBackend:
                 code = 1054
             elif "no such table" in message:
                 code = 1146
+            elif "interrupted" in message:
+                code, message = 1969, "Query execution was interrupted (max_statement_time exceeded)"
             elif "syntax error" not in message and "incomplete input" not in message:
                 code = 1105  # ER_UNKNOWN_ERROR
             return ExecResult(rows=None, error=mysql_error_text(code, message), error_code=code)

@@ -289,3 +289,25 @@ def test_auto_backend_falls_back_to_sqlite_when_no_server(capsys):
     cfg.backend = "mariadb"
     with pytest.raises(RuntimeError, match="launch/mariadb.sh start"):
         DBBenchEnv(cfg)
+
+
+def test_session_settings_restored_each_episode(env):
+    if env.backend.name != "mariadb":
+        pytest.skip("MariaDB session state")
+    env.reset(_task(env, "test", 0))
+    _sql(env, "SET SESSION sql_mode='STRICT_ALL_TABLES'")
+    env.reset(_task(env, "test", 1))
+    assert _sql(env, "SELECT @@SESSION.sql_mode").observation == f"[('{B.SQL_MODE}',)]"
+    _sql(env, "KILL CONNECTION_ID()")  # an agent that kills its own connection...
+    env.reset(_task(env, "test", 2))   # ...does not break the next episode
+    assert _sql(env, "SELECT 1").observation == "[(1,)]"
+
+
+def test_sqlite_statement_timeout(monkeypatch):
+    monkeypatch.setattr(B, "STATEMENT_TIMEOUT_S", 0.5)
+    b = B.SQLiteBackend()
+    b.create("t", ["a"], [["1"]])
+    r = b.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+    assert r.rows is None and r.error.startswith("1969 (70100): Query execution was interrupted")
+    assert b.execute("SELECT a FROM t").rows == [("1",)]
+    b.close()
