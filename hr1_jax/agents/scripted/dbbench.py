@@ -69,7 +69,6 @@ _KINDS = {
     "format": ("natural-language", "description", "success message", "raw", "exact value",
                "answer shape", "requested value", "output shape", "no extra", "data values"),
     "empty": ("empty answer", "empty list", "empty commit"),
-    "run_sql": ("at least one sql", "before committing", "inspect or modify", "run sql", "execute"),
 }
 _SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DB_OUTPUT = re.compile(r"^(\[.*\]|\d+ \([0-9A-Z]{5}\): .*|No response from database\.)", re.S)
