@@ -15,6 +15,7 @@ def defaults() -> ml_collections.ConfigDict:
     c.sft_rows = ""                 # SFT rows JSONL (sft) — "" = <workdir>/rows/sft_rows.jsonl
     c.init_checkpoint = ""          # engineer to start from: orbax run dir or HF folder; "" = model.*
     c.logprob_chunk_size = 1024     # sequence chunk of the chunked fp32 log-prob computation
+    c.peak_flops_per_device = 0.0   # for MFU in TensorBoard (e.g. 459e12 TPU v5p bf16); 0 = not reported
 
     c.sft = ml_collections.ConfigDict()
     c.sft.lr = 1e-5

@@ -7,7 +7,6 @@ the data an uninterrupted run would have seen.
 from __future__ import annotations
 
 import json
-import os
 import random
 from typing import Callable, Sequence
 
@@ -15,18 +14,6 @@ import grain
 import numpy as np
 
 from hr1_jax.models.tokenizer import IM_END, Tokenizer, format_chat
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-    return rows
 
 
 def row_benchmark(row: dict) -> str:

@@ -1,0 +1,115 @@
+"""The engineer as the training stages see it: mesh, tokenizer, model, train state, sampler.
+
+`Engineer(config, tx)` builds (or loads) the model on the mesh in the training layout, creates the
+optimiser state in the matching sharding, and keeps a sampler whose weights are moved from the
+trainer each step (`sync_sampler`: device-to-device reshard to the sampling layout, no host copy).
+Model sources, in order: `train.init_checkpoint` (an orbax params folder written by a previous
+stage, or an HF folder), `model.hf_checkpoint`, else random init from `config.model`.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from hr1_jax.models import ModelConfig, build_model, load_hf_checkpoint, save_hf_checkpoint
+from hr1_jax.models.sampler import Sampler
+from hr1_jax.models.tokenizer import load_tokenizer
+from hr1_jax.parallel import make_mesh, maybe_initialize_distributed, reshard_for_sampling, rules_tuple
+from hr1_jax.train.state import TrainState, init_state, split_model, state_sharding
+from hr1_jax.utils.logging import log_event
+
+PARAMS_DIR = "final_params"    # <stage workdir>/final_params: the handoff between stages
+MODEL_CONFIG = "model_config.json"
+
+
+def model_config_for(config, tokenizer) -> ModelConfig:
+    cfg = ModelConfig.from_section(config.model)
+    if cfg.vocab_size < tokenizer.vocab_size:
+        log_event("engine", "vocab_resize", model=cfg.vocab_size, tokenizer=tokenizer.vocab_size)
+        cfg = cfg.replace(vocab_size=tokenizer.vocab_size)
+    return cfg
+
+
+def _params_source(config) -> str:
+    return config.train.init_checkpoint or config.model.hf_checkpoint
+
+
+def save_params(params, cfg: ModelConfig, folder: str) -> None:
+    """Params (orbax, any sharding) + the model config JSON: what the next stage starts from."""
+    folder = os.path.abspath(folder)
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(os.path.join(folder, "params"), params, force=True)
+    ckptr.wait_until_finished()
+    import json
+    with open(os.path.join(folder, MODEL_CONFIG), "w") as f:
+        json.dump(cfg.to_hf_dict(), f, indent=1)
+
+
+class Engineer:
+    def __init__(self, config, *, stage: str):
+        maybe_initialize_distributed()
+        self.config = config
+        self.stage = stage
+        self.mesh = make_mesh(config.mesh)
+        self.train_rules = rules_tuple(config.mesh.train_rules)
+        self.sample_rules = rules_tuple(config.mesh.sample_rules)
+        self.tokenizer = load_tokenizer(config.model.tokenizer, config.model.hf_checkpoint)
+        source = _params_source(config)
+        t0 = time.monotonic()
+        if source and os.path.isfile(os.path.join(source, "config.json")):
+            model, self.cfg = load_hf_checkpoint(source, dtype=config.model.param_dtype, mesh=self.mesh,
+                                                 rules=self.train_rules)
+        else:
+            self.cfg = model_config_for(config, self.tokenizer)
+            model = build_model(self.cfg, nnx.Rngs(config.train.seed), mesh=self.mesh, rules=self.train_rules)
+            if source:
+                self._restore_params(model, source)
+        self.graphdef, params, self.rest = split_model(model)
+        self.init_params = params
+        log_event(stage, "model_ready", source=source or "random", params=int(sum(np.size(x) for x in jax.tree.leaves(params))),
+                  seconds=round(time.monotonic() - t0, 2), mesh=dict(self.mesh.shape))
+        self.sampler: Sampler | None = None
+
+    def _restore_params(self, model, source: str) -> None:
+        path = os.path.join(os.path.abspath(source), "params")
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"train.init_checkpoint {source!r}: neither an HF folder (config.json) "
+                                    f"nor a stage output with params/")
+        _, params, _ = split_model(model)
+        target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
+        restored = ocp.StandardCheckpointer().restore(path, target)
+        nnx.update(model, restored)
+
+    def new_state(self, tx) -> tuple[TrainState, TrainState]:
+        """(state, its shardings) with fresh optimiser state on the training layout."""
+        sh = state_sharding(tx, self.init_params, self.mesh, self.train_rules)
+        return init_state(tx, self.init_params, sh), sh
+
+    def sync_sampler(self, params) -> float:
+        """Move the trainer's params into the sampler (sampling layout, on device). Returns seconds."""
+        t0 = time.monotonic()
+        moved = reshard_for_sampling(params, self.mesh, self.sample_rules)
+        if self.sampler is None:
+            model = nnx.merge(self.graphdef, moved, self.rest)
+            self.sampler = Sampler(model, self.tokenizer)
+        else:
+            self.sampler.update_params(moved)
+        jax.block_until_ready(jax.tree.leaves(self.sampler.state))
+        return time.monotonic() - t0
+
+    def export(self, params, workdir: str) -> str:
+        """Write the stage's final params (handoff) and, if configured, an HF folder."""
+        folder = os.path.join(workdir, PARAMS_DIR)
+        save_params(params, self.cfg, folder)
+        if self.config.train.checkpoint.export_hf:
+            try:
+                model = nnx.merge(self.graphdef, params, self.rest)
+                save_hf_checkpoint(model, self.cfg, os.path.join(workdir, "hf_export"))
+            except Exception as e:  # export is a convenience: never lose the trained params over it
+                log_event(self.stage, "hf_export_failed", error=str(e)[:300])
+        return folder

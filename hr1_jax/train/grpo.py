@@ -1,0 +1,307 @@
+"""`hr1 grpo`: online GRPO with real reruns as the reward (reference §6).
+
+One step:
+  RL rows (grain, groups of one benchmark) -> jitted sampler, G samples per prompt with their
+  log-probs -> parse/validate/compile -> subprocess workers rerun the same task identities ->
+  rewards -> group-relative advantages (eval_failed samples excluded) -> [dynamic sampling] ->
+  rollout buffer (grain: shuffle, minibatch, per-host shard) -> `iterations` jitted updates ->
+  weights moved to the sampler layout on device.
+Every step logs TensorBoard scalars (reward, validity, deltas, clip fractions, KL, entropy, grad
+norm, tokens/s, phase times, MFU when peak FLOP/s is configured) and the best/worst patch text;
+orbax checkpoints (state, rollout step, RNG key, data-iterator state) make a killed run resume.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import numpy as np
+
+from hr1_jax.data.rows import read_jsonl
+from hr1_jax.models.flops import flops_per_token
+from hr1_jax.rollout.reward import OK, RewardContext, score_group
+from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
+from hr1_jax.train.data import buffer_dataset, rl_group_dataset, row_benchmark
+from hr1_jax.train.engine import Engineer
+from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step
+from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
+from hr1_jax.utils.logging import log_event
+from hr1_jax.utils.progress import progress
+from hr1_jax.utils.tensorboard import TensorBoardWriter
+
+STOP = ("</patch>",)
+LENGTH_BUCKET = 128
+
+
+@dataclasses.dataclass
+class Sample:
+    row: dict
+    prompt: list[int]
+    response: list[int]
+    sampler_logp: list[float]
+    text: str
+    group: int
+    reward: float | None = None
+    valid: bool = False           # reward known (not eval_failed)
+    result: object = None
+    advantage: float = 0.0
+
+
+def prompt_ids(tokenizer, row: dict) -> list[int]:
+    """Chat template with the assistant turn opened by `<think>\\n` (prefill protocol)."""
+    return list(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True,
+                                              enable_thinking=True, tokenize=True))
+
+
+def _bucket(n: int) -> int:
+    return -(-n // LENGTH_BUCKET) * LENGTH_BUCKET
+
+
+def collate(samples: list[Sample | None], length: int, pad_id: int) -> dict:
+    """Right-padded [B, L] arrays; `None` entries are inert padding rows (zero mask)."""
+    b = len(samples)
+    ids = np.full((b, length), pad_id, np.int32)
+    attn = np.zeros((b, length), np.int32)
+    mask = np.zeros((b, length - 1), np.float32)
+    slp = np.zeros((b, length - 1), np.float32)
+    adv = np.zeros((b,), np.float32)
+    for i, s in enumerate(samples):
+        if s is None:
+            continue
+        seq = s.prompt + s.response
+        n, p = len(seq), len(s.prompt)
+        ids[i, :n] = seq
+        attn[i, :n] = 1
+        mask[i, p - 1:n - 1] = 1.0
+        slp[i, p - 1:n - 1] = s.sampler_logp
+        adv[i] = s.advantage
+    return {"input_ids": ids, "attention_mask": attn, "loss_mask": mask, "sampler_logp": slp, "advantages": adv}
+
+
+class GRPOTrainer:
+    def __init__(self, config, workdir: str, *, rows: list[dict] | None = None, tb_dir: str | None = None,
+                 reward_ctx: RewardContext | None = None):
+        self.config, self.g, self.workdir = config, config.train.grpo, workdir
+        rows_path = config.train.rows or os.path.join(workdir, "rows", "rl_grouped.jsonl")
+        rows = rows if rows is not None else read_jsonl(rows_path)
+        self.eng = Engineer(config, stage="grpo")
+        tok = self.eng.tokenizer
+        self.rows, too_long = [], 0
+        for r in rows:
+            if len(prompt_ids(tok, r)) > self.g.max_prompt_tokens:
+                too_long += 1
+            else:
+                self.rows.append(r)
+        if not self.rows:
+            raise ValueError(f"no RL rows fit train.grpo.max_prompt_tokens={self.g.max_prompt_tokens}")
+        log_event("grpo", "data", rows=len(self.rows), too_long=too_long)
+        self.dataset = rl_group_dataset(self.rows, self.g.prompts_per_step, config.train.seed)
+        self.data_iter = iter(self.dataset.to_iter_dataset())
+        self.tx = grpo_optimizer(self.g)
+        self.state, sh = self.eng.new_state(self.tx)
+        self.ref_params = self.eng.init_params if self.g.kl_coef > 0 else None
+        self.loss_cfg = LossConfig(eps_clip=self.g.eps_clip, eps_clip_high=self.g.eps_clip_high,
+                                   tis_cap=self.g.tis_cap, kl_coef=self.g.kl_coef,
+                                   kl_estimator=self.g.kl_estimator, entropy_coef=self.g.entropy_coef,
+                                   agg_mode=self.g.agg_mode)
+        chunk = config.train.logprob_chunk_size
+        self.step_fn = jit_step(make_grpo_step(self.eng.graphdef, self.eng.rest, self.tx, self.loss_cfg,
+                                               with_entropy=True, chunk_size=chunk,
+                                               temperature=self.g.temperature), sh, self.eng.mesh)
+        self.logp_fn = logprobs_fn(self.eng.graphdef, self.eng.rest, chunk_size=chunk, temperature=self.g.temperature)
+        self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
+                                 max_to_keep=config.train.checkpoint.max_to_keep,
+                                 async_save=config.train.checkpoint.async_save)
+        self.key = jax.random.key(config.train.seed)
+        self.step = 0
+        restored = self.ckpt.restore(abstract_like(self.state))
+        if restored is not None:
+            self.state, meta = restored
+            self.step = int(meta["step"])
+            self.key = key_from_json(meta["rng"])
+            self.data_iter.set_state(meta["data_state"])
+        self.tb = TensorBoardWriter(tb_dir or os.path.join(workdir, "tensorboard"))
+        self.reward_ctx = reward_ctx or RewardContext(config, cache_dir=config.rollout.cache_dir
+                                                      or os.path.join(workdir, "reward_cache"))
+        self._own_ctx = reward_ctx is None
+
+    # ------------------------------------------------------------------------------- phases
+    def _sample(self, rows: list[dict], key, group_offset: int = 0) -> list[Sample]:
+        tok, G = self.eng.tokenizer, self.g.samples_per_prompt
+        items = [(group_offset + gi, row) for gi, row in enumerate(rows) for _ in range(G)]
+        prompts = [prompt_ids(tok, row) for _, row in items]
+        out = self.eng.sampler.generate(prompts, key=key, max_new_tokens=self.g.max_response_tokens,
+                                        temperature=self.g.temperature, top_k=self.g.top_k, top_p=self.g.top_p,
+                                        stop=STOP)
+        return [Sample(row=row, prompt=p, response=list(r.tokens), sampler_logp=list(r.logprobs), text=r.text,
+                       group=gi)
+                for (gi, row), p, r in zip(items, prompts, out)]
+
+    def _score(self, samples: list[Sample]) -> None:
+        results = score_group([s.row for s in samples], [s.text for s in samples], self.reward_ctx)
+        for s, res in zip(samples, results):
+            s.result, s.valid = res, not res.excluded
+            s.reward = float(res.score) if s.valid else None
+
+    def _advantages(self, samples: list[Sample]) -> list[list[Sample]]:
+        by_group: dict[int, list[Sample]] = {}
+        for s in samples:
+            by_group.setdefault(s.group, []).append(s)
+        groups = list(by_group.values())
+        rewards = np.array([[s.reward if s.valid else 0.0 for s in grp] for grp in groups])
+        valid = np.array([[s.valid for s in grp] for grp in groups])
+        adv = group_advantages(rewards, valid, std_normalize=self.g.std_normalize, eps=self.g.adv_eps)
+        for grp, a in zip(groups, adv):
+            for s, x in zip(grp, a):
+                s.advantage = float(x)
+        return groups
+
+    @staticmethod
+    def _informative(group: list[Sample]) -> bool:
+        r = [s.reward for s in group if s.valid]
+        return len(r) == len(group) and len(r) >= 2 and float(np.std(r)) > 0
+
+    def _rollout(self, key) -> tuple[list[Sample], dict]:
+        """Sample + score + advantages for one step's prompt groups. With dynamic sampling, groups
+        whose rewards have zero spread (or an eval_failed member) are dropped and more prompts are
+        drawn, up to `max_resample_rounds` extra rounds."""
+        t = {"sample": 0.0, "rerun": 0.0}
+        kept: list[list[Sample]] = []
+        every: list[Sample] = []
+        dropped = 0
+        rounds = 1 + (self.g.max_resample_rounds if self.g.dynamic_sampling else 0)
+        for rnd in range(rounds):
+            rows = next(self.data_iter)   # prompts_per_step rows of one benchmark; each row = one group
+            t0 = time.monotonic()
+            samples = self._sample(rows, jax.random.fold_in(key, rnd), group_offset=rnd * len(rows))
+            t["sample"] += time.monotonic() - t0
+            t0 = time.monotonic()
+            self._score(samples)
+            t["rerun"] += time.monotonic() - t0
+            every += samples
+            for grp in self._advantages(samples):
+                if not self.g.dynamic_sampling or self._informative(grp):
+                    kept.append(grp)
+                else:
+                    dropped += 1
+            if len(kept) >= self.g.prompts_per_step:
+                break
+        kept = kept[: self.g.prompts_per_step]
+        return [s for grp in kept for s in grp], dict(t, dropped_groups=dropped, all=every)
+
+    def _update(self, samples: list[Sample], step: int) -> dict:
+        g = self.g
+        train = [s for s in samples if s.valid]          # eval_failed samples never enter the update
+        train = train[: g.global_batch] + [None] * (g.global_batch - len(train[: g.global_batch]))
+        length = _bucket(max((len(s.prompt) + len(s.response)) for s in train if s is not None)) \
+            if any(s is not None for s in train) else LENGTH_BUCKET
+        pad = self.eng.tokenizer.pad_id
+        full = collate(train, length, pad)
+        # Trust-region anchor: the trainer's log-probs before this step's updates.
+        mb = g.micro_batch
+        old = np.concatenate([np.asarray(self.logp_fn(self.state.params, full["input_ids"][i:i + mb],
+                                                       full["attention_mask"][i:i + mb]))
+                              for i in range(0, len(train), mb)])
+        ref = None
+        if self.ref_params is not None:
+            ref = np.concatenate([np.asarray(self.logp_fn(self.ref_params, full["input_ids"][i:i + mb],
+                                                           full["attention_mask"][i:i + mb]))
+                                  for i in range(0, len(train), mb)])
+        index = list(range(len(train)))
+
+        def batch_of(idxs):
+            out = {k: v[idxs] for k, v in full.items()}
+            out["old_logp"] = old[idxs]
+            if ref is not None:
+                out["ref_logp"] = ref[idxs]
+            minibatch = len(idxs)
+            return {k: v.reshape((minibatch // mb, mb) + v.shape[1:]) for k, v in out.items()}
+
+        sums, extrema, losses, gnorms = {}, {}, [], []
+        minibatch = g.global_batch // g.iterations
+        tokens = float(full["attention_mask"].sum()) * g.buffer_epochs
+        t0 = time.monotonic()
+        for epoch in range(g.buffer_epochs):
+            buffer = buffer_dataset(index, minibatch=minibatch, seed=self.config.train.seed + step * 131 + epoch,
+                                    collate=lambda xs: np.asarray(xs, np.int64),
+                                    process_index=jax.process_index(), process_count=jax.process_count())
+            for idxs in buffer:
+                with jax.set_mesh(self.eng.mesh):
+                    self.state, m = self.step_fn(self.state, batch_of(idxs))
+                m = jax.device_get(m)
+                losses.append(float(m["loss"]))
+                gnorms.append(float(m["grad_norm"]))
+                for k, v in m["sums"].items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                for k, v in m["extrema"].items():
+                    f = max if k.endswith("max") else min
+                    extrema[k] = f(extrema.get(k, float(v)), float(v))
+        dt = time.monotonic() - t0
+        out = {f"train/{k}": v for k, v in finalize_metrics(sums, extrema).items()}
+        out.update({"train/loss": float(np.mean(losses)), "train/grad_norm": float(np.mean(gnorms)),
+                    "perf/update_s": dt, "perf/update_tokens_per_s": tokens / max(dt, 1e-9)})
+        peak = float(self.config.train.peak_flops_per_device)
+        if peak > 0:
+            achieved = flops_per_token(self.eng.cfg, length, training=True) * tokens / max(dt, 1e-9)
+            out["perf/mfu"] = achieved / (peak * jax.device_count())
+        return out
+
+    # ---------------------------------------------------------------------------------- loop
+    def _log(self, step: int, samples: list[Sample], info: dict, metrics: dict) -> dict:
+        every = info["all"]
+        scored = [s for s in every if s.valid]
+        rewards = [s.reward for s in scored]
+        valid_patch = [bool(s.result.valid_patch) for s in every]
+        m = {"reward/mean": float(np.mean(rewards)) if rewards else 0.0,
+             "reward/std": float(np.std(rewards)) if rewards else 0.0,
+             "reward/valid_patch_rate": float(np.mean(valid_patch)) if every else 0.0,
+             "reward/delta_pass_rate": float(np.mean([s.result.delta_pass_rate for s in scored])) if scored else 0.0,
+             "reward/eval_failed": float(sum(not s.valid for s in every)),
+             "reward/dropped_groups": float(info["dropped_groups"]),
+             "reward/zero_adv_frac": float(np.mean([s.advantage == 0 for s in samples])) if samples else 0.0,
+             "reward/cache_hit_frac": float(np.mean([bool(s.result.cache_hit) for s in every])) if every else 0.0,
+             "perf/sample_s": info["sample"], "perf/rerun_s": info["rerun"],
+             "perf/sample_tokens_per_s": sum(len(s.response) for s in every) / max(info["sample"], 1e-9),
+             "perf/response_tokens_mean": float(np.mean([len(s.response) for s in every])) if every else 0.0}
+        m.update(metrics)
+        self.tb.scalars(step, m)
+        if scored:
+            best = max(scored, key=lambda s: s.reward)
+            worst = min(scored, key=lambda s: s.reward)
+            for tag, s in (("best", best), ("worst", worst)):
+                self.tb.text(step, f"patch/{tag}", f"benchmark: {row_benchmark(s.row)}  \nreward: {s.reward:.4f}  "
+                             f"\nstatus: {s.result.eval_status} {s.result.reason[:300]}\n\n```\n{s.text[:4000]}\n```")
+        return m
+
+    def run(self) -> dict:
+        g = self.g
+        bar = progress(total=g.num_steps, initial=self.step, desc="grpo", unit="step")
+        history = []
+        try:
+            t_move = self.eng.sync_sampler(self.state.params)
+            while self.step < g.num_steps:
+                step = self.step + 1
+                samples, info = self._rollout(jax.random.fold_in(self.key, step))
+                metrics = self._update(samples, step) if any(s.valid for s in samples) else {}
+                t_move = self.eng.sync_sampler(self.state.params)
+                metrics["perf/weight_move_s"] = t_move
+                m = self._log(step, samples, info, metrics)
+                history.append({"step": step, **m})
+                self.step = step
+                if step % g.save_every == 0 or step == g.num_steps:
+                    self.ckpt.save(step, self.state, {"step": step, "rng": key_to_json(self.key),
+                                                      "data_state": self.data_iter.get_state()})
+                bar.update(1)
+                bar.set_postfix(reward=f"{m['reward/mean']:+.3f}", valid=f"{m['reward/valid_patch_rate']:.2f}",
+                                kl=f"{m.get('train/ppo_kl', 0.0):.3f}")
+                log_event("grpo", "step", step=step, **{k: round(v, 5) for k, v in m.items()})
+        finally:
+            bar.close()
+            self.ckpt.close()
+            self.tb.close()
+            if self._own_ctx:
+                self.reward_ctx.close()
+        self.eng.export(self.state.params, self.workdir)
+        return {"steps": self.step, "history": history}

@@ -1,0 +1,60 @@
+"""Teacher rows -> SFT rows, filtered by real reruns (reference §7 cold start).
+
+For every RL row the teacher proposes candidate responses; all candidates are scored together with
+the paired-rerun reward (identical patches for one batch are rerun once). A row yields an SFT row
+only from its best candidate that is a valid patch, whose full rerun completed (no `eval_failed`),
+and whose delta is >= `min_delta`.
+"""
+from __future__ import annotations
+
+from hr1_jax.rollout.reward import OK, RewardContext, score_group
+from hr1_jax.train.teacher.endpoint import EndpointTeacher
+from hr1_jax.train.teacher.template import TemplateTeacher
+from hr1_jax.utils.logging import log_event
+
+
+def make_teacher(section):
+    """`config.train.teacher` -> a teacher object with `.responses(row) -> [(label, text)]`."""
+    if section.kind == "endpoint":
+        return EndpointTeacher(section.base_url, section.model, api_key_env=section.api_key_env,
+                               max_tokens=section.max_tokens, temperature=section.temperature,
+                               timeout_s=section.timeout_s, retries=section.retries)
+    return TemplateTeacher(max_candidates=section.candidates)
+
+
+def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: float = 0.0
+                   ) -> tuple[list[dict], dict]:
+    """Returns (SFT rows, stats). Each SFT row: {"messages": prompt + assistant, "metadata": {...}}."""
+    flat_rows, flat_texts, owners = [], [], []
+    for i, row in enumerate(rows):
+        for label, text in teacher.responses(row):
+            flat_rows.append(row)
+            flat_texts.append(text)
+            owners.append((i, label))
+    results = score_group(flat_rows, flat_texts, ctx) if flat_rows else []
+    best: dict[int, tuple[float, str, str, object]] = {}
+    stats = {"rows": len(rows), "candidates": len(flat_rows), "invalid": 0, "eval_failed": 0,
+             "negative": 0, "kept": 0}
+    for (i, label), text, res in zip(owners, flat_texts, results):
+        if res.eval_status != OK:
+            stats["eval_failed" if res.excluded else "invalid"] += 1
+            continue
+        if res.score < min_delta:
+            stats["negative"] += 1
+            continue
+        if i not in best or res.score > best[i][0]:
+            best[i] = (res.score, label, text, res)
+    out = []
+    for i in sorted(best):
+        score, label, text, res = best[i]
+        row = rows[i]
+        meta = dict(row.get("metadata") or {}, teacher=teacher.name, teacher_variant=label,
+                    teacher_score=score, teacher_delta_pass_rate=res.delta_pass_rate)
+        out.append({"messages": list(row["prompt"]) + [{"role": "assistant", "content": text}],
+                    "metadata": meta})
+    stats["kept"] = len(out)
+    stats["variants"] = {}
+    for i in best:
+        stats["variants"][best[i][1]] = stats["variants"].get(best[i][1], 0) + 1
+    log_event("teacher", "sft_rows", **stats)
+    return out, stats
