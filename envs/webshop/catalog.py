@@ -211,9 +211,12 @@ class Catalog:
         for kind, pr, src, attrs, drop, exclude in specs:
             bits = rng.getrandbits(64)
             brand = _brand(bits >> 44)
+            # A different product type is titled as what it is (its own source's attributes);
+            # it still lists the goal's attributes, so keyword search finds it.
+            title_attrs = self.parsed[src].attributes if kind == "type" else attrs
             self._add(_Plan(goal_file_index=i, kind=kind, asin=_asin(bits), brand=brand,
                             price=pr, type_source=src, attributes=attrs, drop_options=drop,
-                            title=self._title(brand, self.parsed[src], attrs, exclude)))
+                            title=self._title(brand, self.parsed[src], title_attrs, exclude)))
         goal_plan = self._plans[first]
         return {
             "asin": goal_plan.asin,

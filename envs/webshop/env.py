@@ -94,11 +94,18 @@ class WebShopEnv(Environment):
     env_version: ClassVar[str] = "webshop-substitute-v1"
 
     def __init__(self, config=None):
+        """`config`: the `webshop` config section (ConfigDict or its dict form) or None."""
         from envs.webshop.config import defaults
-        cfg = defaults() if config is None else config
-        self.max_turns = int(cfg.max_rounds)
-        self.goal_seed = int(cfg.goal_seed)
-        self.catalog_seed = int(cfg.catalog_seed)
+        base = defaults()
+
+        def get(key):
+            try:
+                return config[key]
+            except (KeyError, TypeError):
+                return base[key]
+        self.max_turns = int(get("max_rounds"))
+        self.goal_seed = int(get("goal_seed"))
+        self.catalog_seed = int(get("catalog_seed"))
         self._catalog: Catalog | None = None
         self.site: Site | None = None
         self.task: Task | None = None
@@ -326,6 +333,10 @@ class WebShopEnv(Environment):
                 "attribute_options": {k: list(v) for k, v in p["options"].items()} if p is not None else {},
             },
         }
+
+    def manifest_extras(self, task: Task) -> dict:
+        """The WebShop task manifest (spec §5.2) joins the runtime's generic task manifest."""
+        return {"webshop_task_manifest": dict(self.manifest)}
 
     # --- result --------------------------------------------------------------------------------
     def final_result(self) -> dict:

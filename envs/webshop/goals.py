@@ -31,7 +31,7 @@ COLOR_PHRASES = sorted({c.replace("-", " ") for c in COLORS} | {
     "rose gold", "rose red", "navy blue", "sky blue", "light blue", "dark blue", "royal blue",
     "light grey", "dark grey", "light gray", "dark gray", "hot pink", "light pink", "dark green",
     "army green", "off white", "dark brown", "light brown", "wine red", "space gray", "matte black",
-}, key=len, reverse=True)
+}, key=lambda p: (-len(p), p))
 
 LETTER_SIZES = ["xx-small", "x-small", "small", "medium", "large", "x-large", "xx-large",
                 "3x-large", "4x-large", "5x-large", "extra large", "extra small", "one size",

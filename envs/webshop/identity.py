@@ -1,34 +1,19 @@
 """WebShop paired-identity protocol (reference spec §5.2): a per-task manifest that proves a
 baseline run and a patched rerun saw the same goal, instruction and catalog prices.
 
-Hash = SHA-256 of the compact JSON (separators `,` `:`, no ASCII escaping) of a canonical form:
-dicts -> lists of `[str(key), value]` pairs sorted by key; lists/tuples -> lists; sets -> sorted by
-their canonical JSON; scalars kept; other objects -> `str()`.
+Hashes are `envs.base.canonical_sha256` (SHA-256 of the compact JSON of the canonical form).
 """
 from __future__ import annotations
 
 import hashlib
-import json
+
+from envs.base import canonical_sha256
 
 MANIFEST_PROTOCOL = "webshop_task_manifest_v1"
 
 
-def canonical(obj):
-    if isinstance(obj, dict):
-        return sorted(([str(k), canonical(v)] for k, v in obj.items()), key=lambda kv: kv[0])
-    if isinstance(obj, (list, tuple)):
-        return [canonical(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        items = [canonical(v) for v in obj]
-        return sorted(items, key=lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False))
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return str(obj)
-
-
 def digest(obj) -> str:
-    text = json.dumps(canonical(obj), separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_sha256(obj)
 
 
 def task_manifest(*, goal_seed: int, index: int, instruction: str, goal: dict,
