@@ -271,6 +271,12 @@ class WorkerPool:
         job = w.job
         self._kill(w)
         idx = self._workers.index(w)
+        if self._closed:  # shutting down: no new processes; the job fails instead of retrying
+            w.job = None
+            if job is not None:
+                job.attempts = self.max_retries
+                self._retry_or_fail(job, job.remaining + w.retry_tasks, f"pool closed; {reason}")
+            return
         self._workers[idx] = self._start_worker()
         self.stats["workers_replaced"] += 1
         log_event("rollout", "worker_replaced", pid=w.proc.pid, reason=reason,
