@@ -1,0 +1,136 @@
+"""Patch sources the evaluator compares, behind one call: `propose(rows) -> [Proposal]`.
+
+- `CheckpointEngineer`: our trained engineer (a stage folder with final_params/ or an HF folder),
+  greedy decoding as the reference's eval (temperature 0).
+- `EndpointEngineer`: a fixed frontier editor behind an OpenAI-compatible endpoint (prefill
+  `<think>\\n`, thinking on, bounded retries).
+- `TeacherEngineer`: the template teacher's first (evidence-driven) program, chosen without reruns.
+- `FixedPatchEngineer`: the same patch for every batch of a benchmark (the reference held-out
+  patches as a "fixed editor" row, and the Self-Refine-style rule baseline).
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+
+from hr1_jax.train.data import row_benchmark
+
+REFERENCE_PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_patches")
+BASELINE_PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_patches")
+
+
+@dataclasses.dataclass
+class Proposal:
+    text: str                  # the engineer response, parsed with the configured protocol
+    engineer_tokens: int = 0
+
+
+def response_for_patch(patch: dict, think: str, protocol: str) -> str:
+    """A patch as an engineer response under `protocol` (so it goes through the same parser)."""
+    from hr1_jax.data.rows import sft_assistant_text
+    return sft_assistant_text(think, patch, protocol)
+
+
+class FixedPatchEngineer:
+    def __init__(self, name: str, patches: dict[str, dict], protocol: str, think: str = ""):
+        self.name, self.patches, self.protocol, self.think = name, patches, protocol, think
+
+    def propose(self, rows: list[dict]) -> list[Proposal]:
+        out = []
+        for row in rows:
+            patch = self.patches.get(row_benchmark(row))
+            text = response_for_patch(patch, self.think or patch.get("description", ""), self.protocol) if patch else ""
+            out.append(Proposal(text))
+        return out
+
+
+def self_refine_engineer(protocol: str) -> FixedPatchEngineer:
+    patches = {}
+    for path in sorted(glob.glob(os.path.join(BASELINE_PATCH_DIR, "self_refine_*.json"))):
+        with open(path) as f:
+            patch = json.load(f)
+        patches[patch["benchmark"]] = patch
+    return FixedPatchEngineer("Self-Refine rule", patches, protocol,
+                              think="- fixed rule: reflect and change approach after an observable failure")
+
+
+def reference_patch_engineer(seed_dir: str, protocol: str, editor: str = "harness-r1") -> FixedPatchEngineer:
+    """The shipped held-out patches of one reference editor and evidence seed, one per benchmark."""
+    folder = os.path.join(REFERENCE_PATCH_DIR, "examples", "heldout_generalization", editor, seed_dir)
+    patches = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        patch = data.get("patch", data) if isinstance(data, dict) else None
+        if isinstance(patch, dict) and "actions" in patch:
+            patches[os.path.splitext(os.path.basename(path))[0]] = patch
+    if not patches:
+        raise FileNotFoundError(f"no reference patches under {folder}")
+    return FixedPatchEngineer(f"Reference {editor} patch ({seed_dir})", patches, protocol)
+
+
+class TeacherEngineer:
+    name = "Template teacher"
+
+    def __init__(self):
+        from hr1_jax.train.teacher.template import TemplateTeacher
+        self.teacher = TemplateTeacher(max_candidates=1)
+
+    def propose(self, rows: list[dict]) -> list[Proposal]:
+        out = []
+        for row in rows:
+            responses = self.teacher.responses(row)
+            out.append(Proposal(responses[0][1] if responses else ""))
+        return out
+
+
+class EndpointEngineer:
+    def __init__(self, base_url: str, model: str, *, max_tokens: int = 12288):
+        from hr1_jax.train.teacher.endpoint import EndpointTeacher
+        self.name = f"Fixed editor ({model})"
+        self.client = EndpointTeacher(base_url, model, max_tokens=max_tokens)
+
+    def propose(self, rows: list[dict]) -> list[Proposal]:
+        out = []
+        for row in rows:
+            text = self.client.complete(row["prompt"]) or ""
+            out.append(Proposal(text, engineer_tokens=len(text) // 4))  # server usage not returned: ~4 chars/token
+        return out
+
+
+class CheckpointEngineer:
+    def __init__(self, config, checkpoint: str, *, max_new_tokens: int, name: str = ""):
+        from hr1_jax.train.engine import Engineer
+        config = config.copy_and_resolve_references()
+        with config.unlocked():
+            config.train.init_checkpoint = checkpoint
+        self.name = name or f"Engineer ({os.path.basename(os.path.normpath(checkpoint))})"
+        self.engineer = Engineer(config, stage="eval")
+        self.engineer.sync_sampler(self.engineer.init_params)
+        self.max_new_tokens = max_new_tokens
+        self.seed = int(config.seed)
+
+    def propose(self, rows: list[dict]) -> list[Proposal]:
+        from hr1_jax.train.evaluate import engineer_responses
+        texts = engineer_responses(self.engineer.sampler, self.engineer.tokenizer, rows,
+                                   max_new_tokens=self.max_new_tokens, seed=self.seed)
+        tok = self.engineer.tokenizer
+        return [Proposal(t, engineer_tokens=len(tok.encode(t))) for t in texts]
+
+
+def make_engineer(config, spec: str):
+    """`eval.engineer` -> a patch source: a checkpoint folder, an http(s) endpoint, `teacher`, or
+    `reference:<seed dir>` (e.g. `reference:seed20260720`)."""
+    protocol = config.patch_protocol.response_protocol
+    if spec == "teacher":
+        return TeacherEngineer()
+    if spec.startswith("reference:"):
+        return reference_patch_engineer(spec.split(":", 1)[1], protocol)
+    if spec.startswith(("http://", "https://")):
+        return EndpointEngineer(spec, config.eval.engineer_model, max_tokens=config.eval.max_new_tokens)
+    if os.path.isdir(spec):
+        return CheckpointEngineer(config, spec, max_new_tokens=config.eval.max_new_tokens)
+    raise ValueError(f"eval.engineer {spec!r}: expected a checkpoint folder, an http(s):// endpoint, "
+                     f"'teacher' or 'reference:<seed dir>'")
