@@ -117,3 +117,19 @@ def load_split(game_root: Path, name: str, env_version: str) -> tuple[list[Task]
     """(available tasks in listed order, number listed)."""
     tasks, listed = _load(str(game_root), name, env_version)
     return list(tasks), listed
+
+
+def balanced_sample(tasks: list[Task], n: int) -> list[Task]:
+    """`n` tasks taken round-robin over the task families (sorted), each family in list order, so
+    small batches cover every family."""
+    by_family: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_family.setdefault(t.payload["task_type"], []).append(t)
+    out: list[Task] = []
+    depth = 0
+    while len(out) < min(n, len(tasks)):
+        for family in sorted(by_family):
+            if depth < len(by_family[family]) and len(out) < n:
+                out.append(by_family[family][depth])
+        depth += 1
+    return out

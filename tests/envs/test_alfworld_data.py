@@ -155,3 +155,11 @@ def test_tracker_world_model():
     tr.update("look", "look", "Nothing happens.")
     tr.update("look", "look", "Nothing happens.")
     assert tr.state(3)["repeated_action_count"] == 2 and tr.state(3)["repeated_observation_count"] == 2
+
+
+def test_balanced_sample_covers_every_family(root):
+    tasks, _ = T.load_split(root, "harness_r1_test", ENV_VERSION)
+    sample = T.balanced_sample(tasks, 10)
+    assert len(sample) == 10 and len({t.task_id for t in sample}) == 10
+    assert {t.payload["task_type"] for t in sample} == set(T.TASK_TYPES)
+    assert T.balanced_sample(tasks, 10) == sample
