@@ -15,23 +15,19 @@ MESH_AXES = ("data", "fsdp", "tensor")
 
 # Logical names used by the models (params) and by activations/batches.
 _TRAIN_RULES = {
+    # activations / batches
     "batch": "data,fsdp",
     "length": "",
+    # parameters (hr1_jax.models.layers.LOGICAL_AXES)
     "vocab": "tensor",
     "embed": "fsdp",
     "mlp": "tensor",
     "heads": "tensor",
     "kv_heads": "tensor",
-    "head_dim": "",
-    "q_heads_gate": "tensor",
+    "conv": "tensor",          # Gated DeltaNet qkv channels (depthwise conv => channel-parallel)
+    "linear_v": "tensor",
     "linear_heads": "tensor",
-    "linear_k_heads": "tensor",
-    "linear_v_heads": "tensor",
-    "linear_conv": "tensor",
     "conv_kernel": "",
-    "norm": "",
-    "layers": "",
-    "cache_length": "",
 }
 _SAMPLE_RULES = dict(_TRAIN_RULES, embed="")
 

@@ -1,0 +1,110 @@
+"""Per-token log-probs (and entropy) without materialising full [B, T, V] fp32 logits.
+
+With a 248K vocabulary, fp32 logits cost ~1 MB per token, so a 32K-token sequence would need 32 GB
+for one copy (and the backward pass keeps another). We instead walk the sequence in chunks of
+`chunk_size` positions (and optionally the vocabulary in chunks of `vocab_chunk_size` with an online
+log-sum-exp), each chunk under `jax.checkpoint`, so forward *and* backward hold at most one
+[B, chunk, V] (or [B, chunk, vocab_chunk]) logits block at a time; the backward recomputes it.
+
+Numerics: logits are computed with fp32 accumulation (`preferred_element_type`), divided by
+`temperature`, and reduced in fp32. `temperature` lets a trainer score tokens under the same
+temperature-scaled policy the sampler drew from.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+_NEG = -1e30  # finite "minus infinity": keeps exp()/gradients NaN-free for padded vocab columns
+
+
+def _full_vocab(h, w, tgt, temperature, with_entropy):
+    logits = jnp.dot(h, w, preferred_element_type=jnp.float32) / temperature  # [B, c, V]
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    logp = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0] - lse
+    if not with_entropy:
+        return logp, jnp.zeros_like(logp)
+    probs = jnp.exp(logits - lse[..., None])
+    return logp, lse - jnp.sum(probs * logits, axis=-1)
+
+
+def _chunked_vocab(h, w, tgt, temperature, with_entropy, vocab_chunk):
+    """Online log-sum-exp over vocab chunks: carry (max m, sum s = Σe^(l-m), t = Σe^(l-m)·l,
+    target logit); then lse = m + log s and entropy = lse - t/s."""
+    v = w.shape[1]
+    n = -(-v // vocab_chunk)
+    wp = jnp.pad(w, ((0, 0), (0, n * vocab_chunk - v)))
+
+    @jax.checkpoint
+    def body(carry, j):
+        m, s, t, tl = carry
+        wj = jax.lax.dynamic_slice_in_dim(wp, j * vocab_chunk, vocab_chunk, axis=1)
+        ids = j * vocab_chunk + jnp.arange(vocab_chunk)
+        logits = jnp.dot(h, wj, preferred_element_type=jnp.float32) / temperature
+        logits = jnp.where(ids < v, logits, _NEG)
+        m_new = jnp.maximum(m, logits.max(axis=-1))
+        scale = jnp.exp(m - m_new)
+        e = jnp.exp(logits - m_new[..., None])
+        s = s * scale + e.sum(axis=-1)
+        if with_entropy:
+            t = t * scale + jnp.sum(e * jnp.where(ids < v, logits, 0.0), axis=-1)
+        local = tgt - j * vocab_chunk
+        inside = (local >= 0) & (local < vocab_chunk)
+        picked = jnp.take_along_axis(logits, jnp.clip(local, 0, vocab_chunk - 1)[..., None], axis=-1)[..., 0]
+        tl = tl + jnp.where(inside, picked, 0.0)
+        return (m_new, s, t, tl), None
+
+    shape = tgt.shape
+    init = (jnp.full(shape, _NEG, jnp.float32), jnp.zeros(shape, jnp.float32),
+            jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
+    (m, s, t, tl), _ = jax.lax.scan(body, init, jnp.arange(n))
+    lse = m + jnp.log(s)
+    ent = lse - t / s if with_entropy else jnp.zeros_like(lse)
+    return tl - lse, ent
+
+
+@functools.partial(jax.jit, static_argnames=("chunk_size", "vocab_chunk_size", "with_entropy"))
+def token_logprobs(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array, *,
+                   chunk_size: int = 1024, vocab_chunk_size: int | None = None,
+                   temperature: float | jax.Array = 1.0, with_entropy: bool = False):
+    """log p(targets[b, t] | hidden[b, t]) under softmax(hidden @ head_weight / temperature).
+
+    hidden [B, T, E] (final-norm hidden states, activation dtype), head_weight [E, V],
+    targets int [B, T]. Returns (logp fp32 [B, T], entropy fp32 [B, T]; zeros unless
+    `with_entropy`). Differentiable w.r.t. hidden and head_weight.
+    """
+    b, t, e = hidden.shape
+    c = max(1, min(chunk_size, t))
+    n = -(-t // c)
+    pad = n * c - t
+    h = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0))).reshape(b, n, c, e).swapaxes(0, 1)
+    tg = jnp.pad(targets, ((0, 0), (0, pad))).reshape(b, n, c).swapaxes(0, 1)
+    w = head_weight.astype(hidden.dtype)
+    temperature = jnp.asarray(temperature, jnp.float32)
+
+    @jax.checkpoint
+    def one(args):
+        hc, tc = args
+        if vocab_chunk_size is None or vocab_chunk_size >= w.shape[1]:
+            return _full_vocab(hc, w, tc, temperature, with_entropy)
+        return _chunked_vocab(hc, w, tc, temperature, with_entropy, vocab_chunk_size)
+
+    logp, ent = jax.lax.map(one, (h, tg))
+    unchunk = lambda x: x.swapaxes(0, 1).reshape(b, n * c)[:, :t]
+    return unchunk(logp), unchunk(ent)
+
+
+def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | None = None, *,
+                      chunk_size: int = 1024, vocab_chunk_size: int | None = None,
+                      temperature: float | jax.Array = 1.0, with_entropy: bool = False):
+    """Log-probs of each next token: position t scores input_ids[:, t+1]. Returns ([B, T-1] x2).
+
+    Uses the model's final hidden states and LM head (`model.hidden_states`, `model.lm_head_weight`),
+    never its full logits. Positions whose target is padding are the caller's to mask.
+    """
+    hidden, _ = model.hidden_states(input_ids, attention_mask=attention_mask)
+    return token_logprobs(hidden[:, :-1], model.lm_head_weight(), input_ids[:, 1:], chunk_size=chunk_size,
+                          vocab_chunk_size=vocab_chunk_size, temperature=temperature,
+                          with_entropy=with_entropy)

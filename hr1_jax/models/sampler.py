@@ -1,0 +1,230 @@
+"""Batched autoregressive sampling with the model's cache: one jitted prefill + `lax.while_loop` decode.
+
+Prompts of different lengths are left-padded into one [B, P] batch (P bucketed to limit the number
+of compiled shapes); the model's cache tracks padding, so a prompt gives the same output alone or
+beside longer prompts. Each step draws from the temperature / top-k / top-p processed distribution
+with key `fold_in(key, step)`, so a fixed key gives identical samples.
+
+Two per-token log-probs are returned, both fp32, for the sampled token:
+  * `logprobs`: log softmax(logits / T) - the temperature-scaled policy *before* top-k/top-p
+    truncation. This is what a trainer recomputes (`logprobs.token_logprobs(..., temperature=T)`),
+    so GRPO uses it as the behaviour/old-policy log-prob.
+  * `sample_logprobs`: log-prob under the truncated, renormalised distribution actually sampled
+    from (equal to `logprobs` when top_k = 0 and top_p = 1).
+Greedy decoding (temperature 0) reports log softmax(logits) (T = 1) for both.
+
+Stopping: any id in `stop_ids` (eos / `<|im_end|>`), or a token-level stop sequence (each stop
+string encoded by the tokenizer) matched inside the loop; because a string can also arise from a
+different tokenisation, `Sampler.generate` re-checks the decoded text and trims tokens, log-probs and
+text at the first stop string (the stop string is kept in the text; stop *tokens* are kept in
+`tokens` but not in `text`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+_NEG = -1e30
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleResult:
+    text: str
+    tokens: list[int]
+    logprobs: list[float]          # temperature-scaled policy log-probs (see module doc)
+    sample_logprobs: list[float]   # under the truncated distribution actually sampled from
+    finish_reason: str             # "stop" | "length"
+    prompt_tokens: list[int]
+
+
+def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p: bool):
+    """fp32 logits [B, V] -> (scaled logits, truncated logits); masked entries are -1e30."""
+    scaled = logits.astype(jnp.float32) / temperature
+    out = scaled
+    if top_k > 0:
+        kth = jax.lax.top_k(out, top_k)[0][..., -1:]
+        out = jnp.where(out < kth, _NEG, out)
+    if use_top_p:
+        sorted_desc = -jnp.sort(-out, axis=-1)
+        probs = jax.nn.softmax(sorted_desc, axis=-1)
+        # Keep the smallest prefix whose mass reaches top_p (the first token is always kept).
+        keep = (jnp.cumsum(probs, axis=-1) - probs) < top_p
+        threshold = jnp.min(jnp.where(keep, sorted_desc, jnp.inf), axis=-1, keepdims=True)
+        out = jnp.where(out < threshold, _NEG, out)
+    return scaled, out
+
+
+def _stop_seq_hit(window: jax.Array, stop_seqs: jax.Array) -> jax.Array:
+    """window [B, L] = last L generated tokens (-2 before the start); stop_seqs [S, L] right-aligned,
+    -1 = unused slot. True where any sequence matches the end of the window."""
+    if stop_seqs.shape[0] == 0:
+        return jnp.zeros(window.shape[:1], bool)
+    used = stop_seqs >= 0
+    match = jnp.all(~used[None] | (window[:, None, :] == stop_seqs[None]), axis=-1)  # [B, S]
+    return jnp.any(match & jnp.any(used, axis=-1)[None], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "top_k", "greedy", "use_top_p",
+                                             "cache_dtype"))
+def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, stop_seqs, *, max_new_tokens: int,
+                    temperature=1.0, top_k: int = 0, top_p=1.0, greedy: bool = False, use_top_p: bool = False,
+                    pad_id: int | jax.Array = 0, cache_dtype=jnp.float32):
+    """Core jitted loop. prompt_ids/prompt_mask [B, P] left-padded (last column real for every row);
+    stop_ids int [K]; stop_seqs int [S, L] (see `_stop_seq_hit`). Returns a dict of arrays:
+    tokens [B, N] (pad after the end), logprobs, sample_logprobs [B, N] fp32, lengths [B] (tokens
+    produced, including a final stop token), stopped [B] bool."""
+    model = nnx.merge(graphdef, state)
+    b, p = prompt_ids.shape
+    n = max_new_tokens
+    temperature = jnp.asarray(temperature, jnp.float32)
+    cache = model.init_cache(b, p + n, cache_dtype)
+    h, cache = model.hidden_states(prompt_ids, cache=cache, attention_mask=prompt_mask)
+    logits = model.logits(h[:, -1])
+    l_win = max(1, stop_seqs.shape[1])
+
+    def pick(logits, step):
+        if greedy:
+            logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+            tok = jnp.argmax(logits, axis=-1)
+            lp = jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
+            return tok, lp, lp
+        scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p)
+        tok = jax.random.categorical(jax.random.fold_in(key, step), trunc, axis=-1)
+        at = lambda x: jnp.take_along_axis(jax.nn.log_softmax(x, axis=-1), tok[:, None], axis=-1)[:, 0]
+        return tok, at(scaled), at(trunc)
+
+    def cond(carry):
+        step, done = carry[0], carry[4]
+        return (step < n) & ~jnp.all(done)
+
+    def body(carry):
+        step, tokens, lps, slps, done, lengths, logits, cache = carry
+        tok, lp, slp = pick(logits, step)
+        tok = jnp.where(done, pad_id, tok).astype(jnp.int32)
+        tokens = tokens.at[:, step].set(tok)
+        lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
+        slps = slps.at[:, step].set(jnp.where(done, 0.0, slp))
+        lengths = jnp.where(done, lengths, step + 1)
+        window = jax.lax.dynamic_slice_in_dim(
+            jnp.concatenate([jnp.full((b, l_win), -2, jnp.int32), tokens], axis=1), step + 1, l_win, axis=1)
+        hit = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1) | _stop_seq_hit(window, stop_seqs)
+        done = done | hit
+        new_logits, cache = model(tok[:, None], cache=cache)
+        return step + 1, tokens, lps, slps, done, lengths, new_logits[:, -1], cache
+
+    zeros = jnp.zeros((b, n), jnp.float32)
+    carry = (jnp.int32(0), jnp.full((b, n), pad_id, jnp.int32), zeros, zeros, jnp.zeros((b,), bool),
+             jnp.zeros((b,), jnp.int32), logits, cache)
+    _, tokens, lps, slps, done, lengths, _, _ = jax.lax.while_loop(cond, body, carry)
+    return dict(tokens=tokens, logprobs=lps, sample_logprobs=slps, lengths=lengths, stopped=done)
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, bucket: int = 64, min_len: int = 0):
+    """Left-pad token lists to a common length rounded up to a multiple of `bucket`."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    longest = max(max(len(p) for p in prompts), min_len)
+    width = -(-longest // bucket) * bucket
+    ids = np.full((len(prompts), width), pad_id, np.int32)
+    mask = np.zeros((len(prompts), width), bool)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = p
+        mask[i, width - len(p):] = True
+    return ids, mask
+
+
+class Sampler:
+    """`Sampler(model, tokenizer).generate(prompts, ...) -> list[SampleResult]`.
+
+    Holds the model as (graphdef, state); `update_params(state)` swaps in new weights (e.g. the
+    trainer's params after `parallel.reshard_for_sampling`) without recompiling.
+    """
+
+    def __init__(self, model: nnx.Module, tokenizer, *, prompt_bucket: int = 64, cache_dtype=None):
+        self.graphdef, self.state = nnx.split(model)
+        self.tokenizer = tokenizer
+        self.prompt_bucket = prompt_bucket
+        self.cache_dtype = cache_dtype or getattr(getattr(model, "cfg", None), "dtype", "float32")
+
+    def update_params(self, params) -> None:
+        """Replace the sampler's parameters (an `nnx.State` of `nnx.Param`s, e.g. from the trainer)."""
+        model = nnx.merge(self.graphdef, self.state)
+        nnx.update(model, params)
+        self.graphdef, self.state = nnx.split(model)
+
+    def _stop_arrays(self, stop: Sequence[str]):
+        """Stop ids [K] and right-aligned token stop sequences [S, L], padded with -1 (never
+        matches) to multiples of 8 / 4 / 8 so changing the stop list rarely recompiles."""
+        up = lambda x, m: max(m, -(-x // m) * m)
+        tok = self.tokenizer
+        stop_ids = sorted(set(tok.stop_ids))
+        ids = np.full((up(len(stop_ids), 8),), -1, np.int32)
+        ids[:len(stop_ids)] = stop_ids
+        seqs = [tok.encode(s) for s in stop if s]
+        arr = np.full((up(len(seqs), 4), up(max([len(s) for s in seqs], default=0), 8)), -1, np.int32)
+        for i, s in enumerate(seqs):
+            arr[i, arr.shape[1] - len(s):] = s
+        return ids, arr
+
+    def generate_ids(self, prompts: Sequence[Sequence[int]], *, key: jax.Array, max_new_tokens: int = 256,
+                     temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                     stop: Sequence[str] = ()) -> dict[str, np.ndarray]:
+        """Token-level generation; returns host numpy arrays (see `generate_tokens`)."""
+        if temperature < 0 or not 0 < top_p <= 1 or top_k < 0 or max_new_tokens < 1:
+            raise ValueError(f"bad sampling params: temperature={temperature} top_k={top_k} top_p={top_p} "
+                             f"max_new_tokens={max_new_tokens}")
+        ids, mask = left_pad(prompts, self.tokenizer.pad_id, self.prompt_bucket)
+        stop_ids, stop_seqs = self._stop_arrays(stop)
+        out = generate_tokens(
+            self.graphdef, self.state, jnp.asarray(ids), jnp.asarray(mask), key, jnp.asarray(stop_ids),
+            jnp.asarray(stop_seqs), max_new_tokens=max_new_tokens, temperature=max(temperature, 1e-6),
+            top_k=top_k, top_p=top_p, greedy=temperature == 0, use_top_p=top_p < 1.0,
+            pad_id=self.tokenizer.pad_id, cache_dtype=jnp.dtype(self.cache_dtype))
+        return {k: np.asarray(jax.device_get(v)) for k, v in out.items()}
+
+    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, key: jax.Array,
+                 max_new_tokens: int = 256, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                 stop: Sequence[str] = ()) -> list[SampleResult]:
+        tok = self.tokenizer
+        prompt_ids = [tok.encode(p) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
+        out = self.generate_ids(prompt_ids, key=key, max_new_tokens=max_new_tokens, temperature=temperature,
+                                top_k=top_k, top_p=top_p, stop=stop)
+        stop_ids = set(tok.stop_ids)
+        results = []
+        for i, prompt in enumerate(prompt_ids):
+            n = int(out["lengths"][i])
+            toks = [int(t) for t in out["tokens"][i, :n]]
+            lps = [float(x) for x in out["logprobs"][i, :n]]
+            slps = [float(x) for x in out["sample_logprobs"][i, :n]]
+            reason = "stop" if bool(out["stopped"][i]) else "length"
+            toks, lps, slps, text, cut = _trim_at_stop_string(tok, toks, lps, slps, stop, stop_ids)
+            results.append(SampleResult(text=text, tokens=toks, logprobs=lps, sample_logprobs=slps,
+                                        finish_reason="stop" if cut else reason, prompt_tokens=prompt))
+        return results
+
+
+def _trim_at_stop_string(tok, toks, lps, slps, stop, stop_ids):
+    """Cut after the first token whose decoded prefix contains a stop string; text ends at the
+    stop string's end. Stop tokens are left out of the text."""
+    body = toks[:-1] if toks and toks[-1] in stop_ids else toks
+    text = tok.decode(body)
+    hits = [(text.find(s), s) for s in stop if s and s in text]
+    if not hits:
+        return toks, lps, slps, text, False
+    pos, s = min(hits)
+    end = pos + len(s)
+    # Shortest token prefix whose text contains the stop string (containment grows with k).
+    lo, hi = 1, len(body)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if s in tok.decode(body[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return toks[:lo], lps[:lo], slps[:lo], text[:end], True

@@ -1,0 +1,148 @@
+"""Sampler: greedy == step-by-step argmax of the full forward, top-k=1 == greedy, determinism,
+padding invariance, log-probs == recomputation with the model, stop tokens / stop strings."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from hr1_jax.models import ModelConfig, build_model
+from hr1_jax.models.logprobs import sequence_logprobs
+from hr1_jax.models.sampler import Sampler, _trim_at_stop_string, left_pad
+from hr1_jax.models.tokenizer import load_tokenizer
+
+N_NEW = 10
+PROMPTS = [list(range(40, 45)), list(range(300, 309)), list(range(900, 920))]  # 5, 9, 20 tokens
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = ModelConfig(vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
+                      num_kv_heads=2, head_dim=16)
+    model = build_model(cfg, nnx.Rngs(0))
+    # Scale the random init up so logits are well separated (no near-ties flipping argmax).
+    nnx.update(model, jax.tree.map(lambda x: x * 4, nnx.state(model)))
+    tok = load_tokenizer()
+    sampler = Sampler(model, tok, prompt_bucket=16)
+    greedy = sampler.generate_ids(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
+    return model, tok, sampler, greedy
+
+
+def _teacher_forced(rows, width=32 + N_NEW):
+    """Right-pad prompt+generated rows to one width (causal: padding after a token cannot change
+    its prediction), so one jitted forward serves every row."""
+    arr = np.zeros((len(rows), width), np.int32)
+    for i, r in enumerate(rows):
+        arr[i, :len(r)] = r
+    return jnp.asarray(arr)
+
+
+@nnx.jit
+def _forward(model, seq):
+    return model(seq)[0]
+
+
+@nnx.jit(static_argnames=("temperature",))
+def _seq_logprobs(model, seq, temperature):
+    return sequence_logprobs(model, seq, chunk_size=8, temperature=temperature)[0]
+
+
+def test_greedy_matches_full_forward_argmax_and_logprobs(setup):
+    model, _, _, out = setup
+    assert out["tokens"].shape == (3, N_NEW)
+    rows = [p + out["tokens"][i, :int(out["lengths"][i])].tolist() for i, p in enumerate(PROMPTS)]
+    all_logits = np.asarray(_forward(model, _teacher_forced(rows)))
+    for i, prompt in enumerate(PROMPTS):
+        n = int(out["lengths"][i])
+        gen = out["tokens"][i, :n]
+        logits = all_logits[i, len(prompt) - 1:len(prompt) - 1 + n]  # predictions of generated tokens
+        np.testing.assert_array_equal(gen, logits.argmax(-1))
+        ref_lp = jax.nn.log_softmax(logits, -1)[np.arange(n), gen]
+        np.testing.assert_allclose(out["logprobs"][i, :n], ref_lp, atol=2e-4)
+        np.testing.assert_array_equal(out["logprobs"][i, :n], out["sample_logprobs"][i, :n])
+
+
+def test_top_k_1_equals_greedy(setup):
+    _, _, sampler, greedy = setup
+    out = sampler.generate_ids(PROMPTS, key=jax.random.key(7), max_new_tokens=N_NEW, temperature=1.0, top_k=1)
+    np.testing.assert_array_equal(out["tokens"], greedy["tokens"])
+    np.testing.assert_allclose(out["sample_logprobs"], 0.0, atol=1e-6)  # truncated to one token
+
+
+def test_padding_invariance(setup):
+    _, _, sampler, greedy = setup
+    alone = sampler.generate_ids([PROMPTS[0]], key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
+    assert left_pad([PROMPTS[0]], 0, 16)[0].shape[1] == 16 and left_pad(PROMPTS, 0, 16)[0].shape[1] == 32
+    np.testing.assert_array_equal(alone["tokens"][0], greedy["tokens"][0])
+    np.testing.assert_allclose(alone["logprobs"][0], greedy["logprobs"][0], atol=1e-5)
+
+
+def test_sampling_deterministic_and_logprobs_match_recomputation(setup):
+    model, _, sampler, _ = setup
+    kw = dict(max_new_tokens=N_NEW, temperature=0.7, top_p=0.9)
+    a = sampler.generate_ids(PROMPTS, key=jax.random.key(3), **kw)
+    b = sampler.generate_ids(PROMPTS, key=jax.random.key(3), **kw)
+    c = sampler.generate_ids(PROMPTS, key=jax.random.key(4), **kw)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert not np.array_equal(a["tokens"], c["tokens"])
+    rows = [p + a["tokens"][i, :int(a["lengths"][i])].tolist() for i, p in enumerate(PROMPTS)]
+    lp = np.asarray(_seq_logprobs(model, _teacher_forced(rows), 0.7))
+    for i, prompt in enumerate(PROMPTS):
+        n = int(a["lengths"][i])
+        np.testing.assert_allclose(a["logprobs"][i, :n], lp[i, len(prompt) - 1:len(prompt) - 1 + n], atol=2e-4)
+        # top-p renormalises over a subset: never less likely than under the full scaled policy
+        assert np.all(a["sample_logprobs"][i, :n] >= a["logprobs"][i, :n] - 1e-5)
+
+
+@dataclasses.dataclass
+class _StopTok:
+    """The real tokenizer with one extra stop id (the sampler reads `stop_ids`)."""
+    inner: object
+    extra: int
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    @property
+    def stop_ids(self):
+        return tuple(self.inner.stop_ids) + (self.extra,)
+
+
+def test_stop_token_and_stop_sequence(setup):
+    model, tok, sampler, greedy = setup
+    assert not greedy["stopped"][2]
+    row = greedy["tokens"][2].tolist()
+    # stop token: the 4th greedy token of row 2 ends that row after 4 tokens; text leaves it out
+    stop_tok = Sampler(model, _StopTok(tok, row[3]), prompt_bucket=16)
+    res = stop_tok.generate(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)[2]
+    assert res.finish_reason == "stop" and res.tokens == row[:4] and len(res.logprobs) == 4
+    assert res.text == tok.decode(row[:3])
+    # stop string = text of greedy tokens 5..6 of row 2 -> trimmed right after it
+    stop_str = tok.decode(row[5:7])
+    res = sampler.generate(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0,
+                           stop=[stop_str])[2]
+    assert res.finish_reason == "stop"
+    assert res.text.endswith(stop_str) and res.text == tok.decode(row)[:len(res.text)]
+    assert res.tokens == row[:len(res.tokens)] and len(res.tokens) <= 7
+    # no stop -> length
+    res = sampler.generate(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)[2]
+    assert res.finish_reason == "length" and res.tokens == row and res.text == tok.decode(row)
+
+
+def test_text_level_stop_trimming_and_bad_params(setup):
+    _, tok, sampler, _ = setup
+    toks = tok.encode("answer: 42 </patch> trailing words")
+    lps = [-0.5] * len(toks)
+    out_toks, out_lps, _, text, cut = _trim_at_stop_string(tok, toks, lps, lps, ["</patch>"], set(tok.stop_ids))
+    assert cut and text == "answer: 42 </patch>"
+    assert tok.decode(out_toks).startswith(text) and len(out_lps) == len(out_toks) < len(toks)
+    # a stop string inside a token's text (e.g. "42" split weirdly) still trims the text
+    _, _, _, text, cut = _trim_at_stop_string(tok, toks, lps, lps, ["nswer"], set(tok.stop_ids))
+    assert cut and text == "answer"
+    with pytest.raises(ValueError, match="at least one token"):
+        sampler.generate_ids([[]], key=jax.random.key(0))
+    with pytest.raises(ValueError, match="bad sampling params"):
+        sampler.generate_ids(PROMPTS, key=jax.random.key(0), top_p=0.0)
