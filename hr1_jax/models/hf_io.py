@@ -151,15 +151,17 @@ def _flat_params(state) -> dict[str, nnx.Variable]:
 
 
 def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
-                       activation_dtype: str | None = None) -> tuple[CausalLM, ModelConfig]:
+                       activation_dtype: str | None = None, **config_overrides) -> tuple[CausalLM, ModelConfig]:
     """Load a HF Qwen3 / Qwen3.5 checkpoint folder into a model with params in `dtype`.
 
-    With `mesh` (+ logical `rules`) each tensor is placed directly into its NamedSharding."""
+    With `mesh` (+ logical `rules`) each tensor is placed directly into its NamedSharding.
+    `config_overrides` set non-architecture ModelConfig fields (e.g. remat, gdn_chunk_size)."""
     cfg_path = os.path.join(path, "config.json")
     if not os.path.exists(cfg_path):
         raise CheckpointError(f"{path}: config.json not found")
     with open(cfg_path) as f:
-        cfg = ModelConfig.from_hf_dict(json.load(f), param_dtype=dtype, dtype=activation_dtype or dtype)
+        cfg = ModelConfig.from_hf_dict(json.load(f), param_dtype=dtype, dtype=activation_dtype or dtype,
+                                       **config_overrides)
     graphdef, state = abstract_model(cfg)
     params = _flat_params(state)
     shardings: dict[str, jax.sharding.Sharding | None] = {p: None for p in params}
