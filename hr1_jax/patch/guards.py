@@ -1,0 +1,673 @@
+"""Run-time guards injected into sandboxed hook code (our addition over the reference sandbox).
+
+The line budget of the tracer cannot see work done inside one C call (`'x' * 10**9`,
+`list(range(10**9))`, `10**10**8`, `','.join([s] * 10**6)`), so `sandbox.py` rewrites the risky
+operators, attribute calls and f-string fields of hook code into the checked helpers below, and
+hooks see size-capped replacements of `range`, `round`, `sum`, `str`, `math` and `re`.
+Every helper raises `HookMemoryError` (a BaseException, so hook-level `except Exception` cannot
+swallow it) before an oversized object is built. Allocations above `CHARGE_MIN` units are also
+charged to a per-call budget held in a thread-local set by the runner.
+
+This module also holds the read-only ctx containers (`FrozenDict`, `FrozenList`).
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import re
+import string
+import threading
+import types
+from re import _parser as _sre_parser
+
+# Caps (units: characters for strings, elements for containers, bits for ints).
+MAX_SEQ = 1_000_000          # largest single string/list a hook may build
+MAX_INT_BITS = 1 << 17       # ~39k decimal digits
+MAX_REPR = 250_000           # largest str()/repr()/format of a non-string object
+MAX_RANGE = 100_000          # longest range(); C consumers (sum/list/sorted) see no line events
+ALLOC_BUDGET = 16_000_000    # per call, summed over large allocations
+CHARGE_MIN = 4096            # smaller results are not charged
+MAX_FORMAT_WIDTH = 10_000    # width/precision in %-, format- and f-string specs
+MAX_RE_SUBJECT = 100_000     # longest string a regex may scan
+MAX_RE_PATTERN = 20_000
+MAX_ROUND_DIGITS = 1_000
+
+
+class HookBudgetExceeded(BaseException):
+    """Base of the runner's stop signals; BaseException so `except Exception` cannot catch it."""
+
+
+class HookTimeout(HookBudgetExceeded):
+    pass
+
+
+class HookMemoryError(HookBudgetExceeded):
+    pass
+
+
+class CallBudget:
+    """Per-call mutable budget; the runner installs one per hook call in `_TLS.budget`."""
+
+    __slots__ = ("alloc_left",)
+
+    def __init__(self, alloc: int = ALLOC_BUDGET):
+        self.alloc_left = alloc
+
+
+_TLS = threading.local()
+
+
+def current_budget() -> CallBudget | None:
+    return getattr(_TLS, "budget", None)
+
+
+def set_budget(budget: CallBudget | None) -> CallBudget | None:
+    prev = getattr(_TLS, "budget", None)
+    _TLS.budget = budget
+    return prev
+
+
+def _charge(n: int, what: str) -> None:
+    if n > MAX_SEQ:
+        raise HookMemoryError(f"{what} would build {n} items (cap {MAX_SEQ})")
+    if n >= CHARGE_MIN:
+        b = getattr(_TLS, "budget", None)
+        if b is not None:
+            b.alloc_left -= n
+            if b.alloc_left < 0:
+                raise HookMemoryError(f"hook allocated more than {ALLOC_BUDGET} units in one call")
+
+
+def _len(x):
+    try:
+        return len(x)
+    except Exception:
+        return None
+
+
+_SEQ_TYPES = (str, bytes, list, tuple)
+# Exact types for the fast path of repr_size (FrozenDict/FrozenList are defined below).
+_FLAT_CONTAINERS: set = {list, tuple, set, frozenset}
+_DICTS: set = {dict}
+
+
+# --------------------------------------------------------------------------- size estimation
+
+def repr_size(obj, limit: int) -> int:
+    """Upper-bound-ish size of `str(obj)`/`repr(obj)`, walking at most until `limit` is passed.
+    Shared sub-objects are counted every time they occur (their text repeats, so `x = [x, x]`
+    nested 40 deep is huge); cycles simply run into the limit. Iterative; stops as soon as the
+    running total passes `limit`."""
+    total, stack = 0, [obj]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        t = type(x)
+        if t is str or t is bytes:
+            total += len(x) + 3
+        elif t in _FLAT_CONTAINERS:
+            total += 2 + 2 * len(x)
+            extend(x)
+        elif t in _DICTS:
+            total += 2 + 4 * len(x)
+            extend(x.keys())
+            extend(x.values())
+        elif t is int:
+            total += x.bit_length() // 3 + 2
+        elif t is float or t is bool or x is None:
+            total += 24
+        elif isinstance(x, BaseException):
+            total += 40
+            extend(x.args)
+        elif isinstance(x, (str, bytes)):
+            total += len(x) + 3
+        elif isinstance(x, (list, tuple, set, frozenset, dict)):
+            total += 2 + 2 * len(x)
+            extend(x.values() if isinstance(x, dict) else x)
+        else:
+            total += 120
+        if total > limit:
+            return total
+    return total
+
+
+def _check_repr(obj, what: str) -> None:
+    n = repr_size(obj, MAX_REPR)
+    if n > MAX_REPR:
+        raise HookMemoryError(f"{what} would build about {n}+ characters (cap {MAX_REPR})")
+    _charge(n, what)
+
+
+# --------------------------------------------------------------------------- operators
+
+def g_add(a, b):
+    if isinstance(a, _SEQ_TYPES) and isinstance(b, _SEQ_TYPES):
+        _charge(len(a) + len(b), "+")
+    return a + b
+
+
+def g_iadd(a, b):
+    if isinstance(a, _SEQ_TYPES):
+        lb = _len(b)
+        if lb is not None:
+            _charge(len(a) + lb, "+=")
+    a += b
+    return a
+
+
+def _seq_times(a, b, op):
+    if isinstance(a, _SEQ_TYPES) and isinstance(b, int):
+        _charge(len(a) * max(b, 0), op)
+    elif isinstance(b, _SEQ_TYPES) and isinstance(a, int):
+        _charge(len(b) * max(a, 0), op)
+    elif isinstance(a, int) and isinstance(b, int):
+        if a.bit_length() + b.bit_length() > MAX_INT_BITS:
+            raise HookMemoryError(f"integer product exceeds {MAX_INT_BITS} bits")
+
+
+def g_mul(a, b):
+    _seq_times(a, b, "*")
+    return a * b
+
+
+def g_imul(a, b):
+    _seq_times(a, b, "*=")
+    a *= b
+    return a
+
+
+def g_pow(a, b):
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+        if (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
+            raise HookMemoryError(f"integer power exceeds {MAX_INT_BITS} bits")
+    return a ** b
+
+
+def g_lshift(a, b):
+    if isinstance(a, int) and isinstance(b, int) and a and b > 0:
+        if a.bit_length() + b > MAX_INT_BITS:
+            raise HookMemoryError(f"left shift exceeds {MAX_INT_BITS} bits")
+    return a << b
+
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([a-zA-Z%])")
+
+
+def _check_percent_format(fmt) -> None:
+    text = fmt if isinstance(fmt, str) else fmt.decode("latin-1")
+    for m in _PERCENT_SPEC.finditer(text):
+        for part in (m.group(1), m.group(2)):
+            if part == "*":
+                raise HookMemoryError("'*' width in %-format is not allowed")
+            if part and (len(part) > 6 or int(part) > MAX_FORMAT_WIDTH):
+                raise HookMemoryError(f"%-format width above {MAX_FORMAT_WIDTH}")
+
+
+def g_mod(a, b):
+    if isinstance(a, (str, bytes)):
+        _check_percent_format(a)
+        _check_repr(b, "%")
+        _charge(len(a), "%")
+    return a % b
+
+
+def g_imod(a, b):
+    return g_mod(a, b)
+
+
+# --------------------------------------------------------------------------- formatting
+
+_SPEC = re.compile(r"^(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[a-zA-Z%]?$", re.S)
+
+
+def _check_spec(spec: str) -> None:
+    if not spec:
+        return
+    m = _SPEC.match(spec)
+    if m is None:
+        return  # format() rejects it itself
+    for part in m.groups():
+        if part and (len(part) > 6 or int(part) > MAX_FORMAT_WIDTH):
+            raise HookMemoryError(f"format width/precision above {MAX_FORMAT_WIDTH}")
+
+
+def g_fv(value, conversion: int, spec):
+    """f-string field `{value!conv:spec}`: checks the spec and the size of the converted value."""
+    if conversion == 115:      # !s
+        value = SafeStr(value)
+    elif conversion in (114, 97):  # !r, !a
+        _check_repr(value, "f-string !r")
+        value = repr(value) if conversion == 114 else ascii(value)
+    if not isinstance(spec, str):
+        spec = ""
+    _check_spec(spec)
+    if not isinstance(value, (str, int, float, bool)) and value is not None:
+        _check_repr(value, "f-string field")
+    return format(value, spec)
+
+
+class _SafeFormatter(string.Formatter):
+    """str.format without attribute access in fields (`{0.__class__}`) and with size checks."""
+
+    def get_field(self, field_name, args, kwargs):
+        if "." in field_name or "[_" in field_name:
+            raise ValueError("attribute access in format fields is not allowed")
+        return super().get_field(field_name, args, kwargs)
+
+    def convert_field(self, value, conversion):
+        if conversion in ("r", "a", "s"):
+            _check_repr(value, "format conversion")
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value, format_spec):
+        _check_spec(format_spec)
+        if not isinstance(value, (str, int, float, bool)) and value is not None:
+            _check_repr(value, "format field")
+        out = format(value, format_spec)
+        _charge(len(out), "format")
+        return out
+
+
+_FORMATTER = _SafeFormatter()
+
+
+# --------------------------------------------------------------------------- attribute calls
+
+def _str_join(sep, items):
+    items = list(items)
+    _charge(len(items), "join")
+    total = len(sep) * max(len(items) - 1, 0)
+    for it in items:
+        n = _len(it)
+        if n is not None:
+            total += n
+            if total > MAX_SEQ:
+                break
+    _charge(total, "join")
+    return sep.join(items)
+
+
+def g_fstr(parts):
+    """Body of a rewritten f-string: total length checked before joining."""
+    return _str_join("", parts)
+
+
+def _pad(method, name):
+    def padded(width, *rest):
+        if isinstance(width, int):
+            _charge(width, name)
+        return method(width, *rest)
+    return padded
+
+
+def _bound(obj, name, method):
+    """Checked replacement for `obj.name` when obj is a str/bytes/list; None = no guard needed."""
+    if isinstance(obj, (str, bytes)):
+        if name == "join":
+            return lambda items: _str_join(obj, items)
+        if name in ("ljust", "rjust", "center", "zfill"):
+            return _pad(method, name)
+        if name == "expandtabs":
+            def expandtabs(tabsize=8):
+                if isinstance(tabsize, int):
+                    _charge(len(obj) * max(tabsize, 1), name)
+                return method(tabsize)
+            return expandtabs
+        if name == "replace":
+            def replace(old, new, count=-1):
+                if isinstance(old, (str, bytes)) and isinstance(new, (str, bytes)) and len(new) > len(old):
+                    hits = obj.count(old) if old else len(obj) + 1
+                    if isinstance(count, int) and count >= 0:
+                        hits = min(hits, count)
+                    _charge(len(obj) + hits * (len(new) - len(old)), name)
+                return method(old, new, count)
+            return replace
+        if name == "translate":
+            def translate(table):
+                if isinstance(table, dict):
+                    longest = max([_len(v) or 1 for v in table.values()], default=1)
+                    _charge(len(obj) * longest, name)
+                return method(table)
+            return translate
+        if name in ("format", "format_map") and isinstance(obj, str):
+            if name == "format":
+                return lambda *args, **kwargs: _FORMATTER.vformat(obj, args, kwargs)
+            return lambda mapping: _FORMATTER.vformat(obj, (), mapping)
+    elif isinstance(obj, list) and name == "extend":
+        def extend(items):
+            n = _len(items)
+            if n is None:
+                items = list(itertools.islice(items, MAX_SEQ + 1))
+                n = len(items)
+            _charge(len(obj) + n, name)
+            return method(items)
+        return extend
+    return None
+
+
+MUTATORS = frozenset({
+    "update", "setdefault", "pop", "popitem", "clear", "append", "extend", "insert", "remove",
+    "sort", "reverse", "add", "discard", "difference_update", "intersection_update",
+    "symmetric_difference_update",
+})
+GUARDED_ATTRS = frozenset({
+    "join", "ljust", "rjust", "center", "zfill", "expandtabs", "replace", "translate", "format",
+    "format_map",
+}) | MUTATORS
+
+
+def g_attr(obj, name):
+    """`obj.name` for names in GUARDED_ATTRS (the name is a constant from the rewritten AST)."""
+    value = getattr(obj, name)
+    if isinstance(obj, type):
+        # Unbound use such as `dict.update(ctx, ...)` or `str.join(sep, items)`: refuse to mutate
+        # read-only ctx containers and route the call through the bound guards.
+        def unbound(self_, *args, **kwargs):
+            if name in MUTATORS and isinstance(self_, (FrozenDict, FrozenList)):
+                raise TypeError("ctx is read-only")
+            if not isinstance(self_, obj):
+                return value(self_, *args, **kwargs)  # let the method raise its own TypeError
+            return g_attr(self_, name)(*args, **kwargs)
+        return unbound
+    guarded = _bound(obj, name, value)
+    return value if guarded is None else guarded
+
+
+def g_star(value):
+    """`*value` / `**value` in displays and calls: charge the unpacked size."""
+    n = _len(value)
+    if n is None:
+        value = list(itertools.islice(value, MAX_SEQ + 1))
+        n = len(value)
+    _charge(n, "unpacking")
+    return value
+
+
+# --------------------------------------------------------------------------- builtins
+
+class _StrMeta(type):
+    def __instancecheck__(cls, inst):
+        return isinstance(inst, str)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, str)
+
+
+class SafeStr(str, metaclass=_StrMeta):
+    """Stands in for `str` in hook builtins: `str(x)` checks the size of x's text first,
+    `isinstance(v, str)` and `str.lower(v)` behave as usual. Never instantiated."""
+
+    def __new__(cls, obj="", *args, **kwargs):
+        if isinstance(obj, str):
+            return str(obj)
+        if args or kwargs:  # str(bytes, encoding[, errors])
+            return str(obj, *args, **kwargs)
+        _check_repr(obj, "str()")
+        return str(obj)
+
+
+def g_range(*args):
+    r = range(*args)
+    if len(r) > MAX_RANGE:
+        raise HookMemoryError(f"range of {len(r)} items (cap {MAX_RANGE})")
+    return r
+
+
+def g_round(number, ndigits=None):
+    if ndigits is None:
+        return round(number)
+    if isinstance(ndigits, int) and abs(ndigits) > MAX_ROUND_DIGITS:
+        raise HookMemoryError(f"round() ndigits above {MAX_ROUND_DIGITS}")
+    return round(number, ndigits)
+
+
+def g_sum(iterable, start=0):
+    if isinstance(start, (int, float, bool)):
+        return sum(iterable, start)
+    # Sequence concatenation via sum() is quadratic in C: bound it and do it through g_add.
+    total = start
+    for item in itertools.islice(iterable, MAX_RANGE):
+        total = g_add(total, item)
+    return total
+
+
+def _make_math():
+    ns = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
+
+    def factorial(n):
+        if isinstance(n, int) and n > 5000:
+            raise HookMemoryError("math.factorial argument above 5000")
+        return math.factorial(n)
+
+    def comb(n, k):
+        if isinstance(n, int) and n > MAX_INT_BITS:
+            raise HookMemoryError("math.comb argument too large")
+        return math.comb(n, k)
+
+    def perm(n, k=None):
+        if isinstance(n, int) and n > 5000 and (k is None or (isinstance(k, int) and k > 5000)):
+            raise HookMemoryError("math.perm argument too large")
+        return math.perm(n, k)
+
+    def prod(iterable, start=1):
+        total = start
+        for item in itertools.islice(iterable, MAX_RANGE + 1):
+            total = g_mul(total, item)
+        return total
+
+    def lcm(*ints):
+        total = 1
+        for item in ints[:MAX_RANGE]:
+            g_mul(total, item)
+            total = math.lcm(total, item)
+        return total
+
+    ns.update(factorial=factorial, comb=comb, perm=perm, prod=prod, lcm=lcm)
+    return types.SimpleNamespace(**ns)
+
+
+SAFE_MATH = _make_math()
+
+
+# --------------------------------------------------------------------------- re
+
+_RE_CACHE: dict = {}
+_REPEATS = (_sre_parser.MAX_REPEAT, _sre_parser.MIN_REPEAT) + (
+    (_sre_parser.POSSESSIVE_REPEAT,) if hasattr(_sre_parser, "POSSESSIVE_REPEAT") else ())
+
+
+def _walk_repeats(items, inside_unbounded: bool) -> str:
+    for op, av in items:
+        if op in _REPEATS:
+            lo, hi, sub = av
+            if inside_unbounded and hi > 1:
+                return "nested quantifiers (catastrophic backtracking)"
+            why = _walk_repeats(sub, inside_unbounded or hi > 100)
+            if why:
+                return why
+        elif op in (_sre_parser.GROUPREF, _sre_parser.GROUPREF_EXISTS):
+            return "backreferences"
+        elif op is _sre_parser.SUBPATTERN:
+            why = _walk_repeats(av[-1], inside_unbounded)
+            if why:
+                return why
+        elif op is _sre_parser.BRANCH:
+            for alt in av[1]:
+                why = _walk_repeats(alt, inside_unbounded)
+                if why:
+                    return why
+        elif op in (_sre_parser.ASSERT, _sre_parser.ASSERT_NOT):
+            why = _walk_repeats(av[1], inside_unbounded)
+            if why:
+                return why
+        elif getattr(_sre_parser, "ATOMIC_GROUP", None) is op:
+            why = _walk_repeats(av, inside_unbounded)
+            if why:
+                return why
+    return ""
+
+
+def _check_pattern(pattern, flags) -> None:
+    if isinstance(pattern, re.Pattern):
+        flags, pattern = pattern.flags, pattern.pattern
+    if not isinstance(pattern, (str, bytes)):
+        return  # re raises its own TypeError
+    if len(pattern) > MAX_RE_PATTERN:
+        raise HookMemoryError(f"regex pattern longer than {MAX_RE_PATTERN}")
+    key = (type(pattern), pattern, flags)
+    why = _RE_CACHE.get(key)
+    if why is None:
+        try:
+            why = _walk_repeats(_sre_parser.parse(pattern, flags if isinstance(flags, int) else 0), False)
+        except Exception:
+            why = ""  # invalid pattern: re reports it when called
+        if len(_RE_CACHE) > 2048:
+            _RE_CACHE.clear()
+        _RE_CACHE[key] = why
+    if why:
+        raise HookMemoryError(f"regex rejected: {why}")
+
+
+def _check_subject(s) -> None:
+    if isinstance(s, (str, bytes)) and len(s) > MAX_RE_SUBJECT:
+        raise HookMemoryError(f"regex subject longer than {MAX_RE_SUBJECT}")
+
+
+def _re_scan(fn, flags_pos: int):
+    def scan(pattern, string, *args, **kwargs):
+        _check_pattern(pattern, kwargs.get("flags", args[flags_pos] if len(args) > flags_pos else 0))
+        _check_subject(string)
+        return fn(pattern, string, *args, **kwargs)
+    scan.__name__ = fn.__name__
+    return scan
+
+
+def _re_sub(fn):
+    def sub(pattern, repl, string, *args, **kwargs):
+        flags = kwargs.get("flags", args[1] if len(args) > 1 else 0)
+        _check_pattern(pattern, flags)
+        _check_subject(string)
+        if isinstance(repl, (str, bytes)) and isinstance(string, (str, bytes)):
+            hits = len(string) + 1
+            count = kwargs.get("count", args[0] if args else 0)
+            if isinstance(count, int) and count > 0:
+                hits = min(hits, count)
+            per_hit = len(repl) + repl.count("\\" if isinstance(repl, str) else b"\\") * len(string)
+            if hits * per_hit > MAX_SEQ:
+                # Bound is loose; count real matches before refusing.
+                found = (re.finditer(pattern, string) if isinstance(pattern, re.Pattern)
+                         else re.finditer(pattern, string, flags or 0))
+                hits = sum(1 for _ in itertools.islice(found, hits))
+            _charge(len(string) + hits * per_hit, "re.sub")
+        return fn(pattern, repl, string, *args, **kwargs)
+    sub.__name__ = fn.__name__
+    return sub
+
+
+def _make_re():
+    ns = {name: getattr(re, name) for name in (
+        "A", "ASCII", "I", "IGNORECASE", "L", "LOCALE", "M", "MULTILINE", "S", "DOTALL", "U",
+        "UNICODE", "X", "VERBOSE", "escape")}
+    for name in ("match", "fullmatch", "search", "findall", "finditer"):
+        ns[name] = _re_scan(getattr(re, name), 0)
+    ns["split"] = _re_scan(re.split, 1)
+    for name in ("sub", "subn"):
+        ns[name] = _re_sub(getattr(re, name))
+    return types.SimpleNamespace(**ns)
+
+
+SAFE_RE = _make_re()
+
+
+# --------------------------------------------------------------------------- read-only ctx
+
+def _read_only(*_args, **_kwargs):
+    raise TypeError("ctx is read-only")
+
+
+class FrozenDict(dict):
+    """Read-only dict that also allows attribute reads (`ctx.state.page_type`).
+    Copies (`copy.deepcopy`, pickle, `.copy()`) are plain dicts."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    __setitem__ = __delitem__ = __setattr__ = __delattr__ = __ior__ = _read_only
+    update = setdefault = pop = popitem = clear = _read_only
+
+    def __deepcopy__(self, memo):
+        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
+class FrozenList(list):
+    """Read-only list; copies are plain lists."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+
+    def __deepcopy__(self, memo):
+        return [copy.deepcopy(v, memo) for v in self]
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+
+_FLAT_CONTAINERS.add(FrozenList)
+_DICTS.add(FrozenDict)
+
+
+def freeze(value):
+    """Deep copy of `value` into read-only containers (dict -> FrozenDict, list -> FrozenList,
+    set -> frozenset); scalars are shared, other objects deep-copied."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList([freeze(v) for v in value])
+    if isinstance(value, tuple):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(freeze(v) for v in value)
+    return copy.deepcopy(value)
+
+
+# --------------------------------------------------------------------------- nb hygiene
+
+_DATA_SCALARS = (str, bytes, int, float, bool, type(None))
+_DATA_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def inspect_nb(nb: dict, limit: int) -> str:
+    """'' if nb holds only plain data of total size <= limit, else the reason. Keeps host code
+    that later logs or copies nb safe from giant values and from live hook objects (generators,
+    functions) that would run hook code outside the budget. Shared sub-objects count each time
+    they occur (serialising nb repeats them); cycles run into the limit."""
+    total, stack = 0, [nb]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, _DATA_SCALARS):
+            total += len(x) if isinstance(x, (str, bytes)) else 1
+        elif isinstance(x, _DATA_CONTAINERS):
+            total += len(x) + 1
+            if total <= limit:
+                if isinstance(x, dict):
+                    stack.extend(x.keys())
+                    stack.extend(x.values())
+                else:
+                    stack.extend(x)
+        else:
+            return f"nb holds a non-data value of type {type(x).__name__}"
+        if total > limit:
+            return f"nb grew beyond {limit} units"
+    return ""

@@ -1,0 +1,259 @@
+"""Static validation and compilation of hook source (reference spec §3.1), plus our AST rewrite.
+
+`compile_hook(code, benchmark)` applies the reference checks exactly (top-level defs only,
+one `hook(ctx, nb)`, at most 5 helpers, at most 1200 AST nodes, forbidden node types / names /
+attributes / underscore access, string literals at most 700 chars, ALFWorld numbered-instance
+literals) and additionally rejects attribute names that reach frames or code objects
+(`gi_frame`, `f_back`, `tb_frame`, `co_code`, `mro`, ...), which the reference leaves open.
+
+The checked tree is then rewritten so that size-changing operations go through the guards of
+`guards.py` (`a * b` -> `_g_mul(a, b)`, f-strings -> `_g_fstr([...])`, `s.join` ->
+`_g_attr(s, 'join')`, ...). The inserted names start with `_`, which hook source may not use,
+so hooks cannot reach or rebind them.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from difflib import SequenceMatcher
+
+from hr1_jax.patch import guards
+from hr1_jax.patch.errors import HookCompileError
+
+HOOK_FILENAME = "<hr1-hook>"
+MAX_HOOK_SOURCE_CHARS = 8000
+MAX_HOOK_AST_NODES = 1200
+MAX_HOOK_STR_CHARS = 700
+MAX_HELPER_FUNCTIONS = 5
+
+SAFE_BUILTIN_NAMES = frozenset({
+    "abs", "all", "any", "bool", "dict", "enumerate", "Exception", "filter", "float", "int",
+    "isinstance", "len", "list", "map", "max", "min", "range", "reversed", "round", "set",
+    "sorted", "str", "sum", "tuple", "zip",
+})
+MODULE_GLOBALS = frozenset({"math", "re", "SequenceMatcher"})
+FORBIDDEN_NAMES = frozenset({
+    "breakpoint", "classmethod", "compile", "delattr", "dir", "eval", "exec", "exit", "getattr",
+    "globals", "help", "input", "locals", "memoryview", "object", "open", "property", "quit",
+    "setattr", "staticmethod", "super", "type", "vars", "__import__",
+})
+FORBIDDEN_NODES = (
+    ast.AsyncFunctionDef, ast.Await, ast.ClassDef, ast.Delete, ast.Global, ast.Import,
+    ast.ImportFrom, ast.Lambda, ast.Nonlocal, ast.Raise, ast.With, ast.AsyncWith, ast.While,
+    ast.Yield, ast.YieldFrom,
+) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+# Beyond the reference: attributes of frames, generators, coroutines, tracebacks and code
+# objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore).
+FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^mro$")
+ALFWORLD_INSTANCE_ACTION_RE = re.compile(
+    r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
+    re.IGNORECASE,
+)
+
+
+def _fail(code: str, message: str):
+    raise HookCompileError(code, message)
+
+
+def _check_signature(func: ast.FunctionDef, *, is_hook: bool) -> None:
+    if func.decorator_list:
+        _fail("bad_signature", "decorators are not allowed")
+    if func.returns is not None:
+        _fail("bad_signature", "return annotations are not allowed")
+    args = func.args
+    if is_hook:
+        if args.posonlyargs or args.vararg or args.kwonlyargs or args.kw_defaults or args.kwarg or args.defaults:
+            _fail("bad_signature", "hook signature may use only plain positional arguments")
+        if [a.arg for a in args.args] != ["ctx", "nb"]:
+            _fail("bad_signature", "hook signature must be exactly hook(ctx, nb)")
+    every = list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs)
+    every += [a for a in (args.vararg, args.kwarg) if a is not None]
+    seen = set()
+    for a in every:
+        if a.arg in seen:
+            _fail("bad_signature", f"duplicate argument name: {a.arg}")
+        seen.add(a.arg)
+        if a.arg.startswith("_") or a.arg in FORBIDDEN_NAMES:
+            _fail("forbidden_name", f"helper argument uses forbidden name: {a.arg}")
+        if a.annotation is not None:
+            _fail("bad_signature", "argument annotations are not allowed")
+    if not is_hook:
+        for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            if not (isinstance(d, ast.Constant) and isinstance(d.value, (str, int, float, bool, type(None)))):
+                _fail("bad_signature", "helper defaults may only be simple scalar constants")
+
+
+def _check_try(node: ast.Try) -> None:
+    if node.orelse or node.finalbody:
+        _fail("bad_try", "try/except may not use else or finally")
+    if not node.handlers:
+        _fail("bad_try", "try must catch Exception explicitly")
+    for h in node.handlers:
+        if not (isinstance(h.type, ast.Name) and h.type.id == "Exception"):
+            _fail("bad_try", "try/except may only use except Exception")
+        if h.name and (h.name.startswith("_") or h.name in FORBIDDEN_NAMES):
+            _fail("forbidden_name", f"exception alias uses forbidden name: {h.name}")
+
+
+def validate_hook_source(source, benchmark: str | None = None) -> ast.Module:
+    """The static checks of reference §3.1 (plus the frame-attribute rule); returns the tree."""
+    if not isinstance(source, str) or not source.strip():
+        _fail("hook_empty", "hook code must be a non-empty string")
+    if len(source) > MAX_HOOK_SOURCE_CHARS:
+        _fail("hook_too_long", f"hook code exceeds {MAX_HOOK_SOURCE_CHARS} characters")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as e:  # ValueError: NUL bytes
+        _fail("hook_syntax", f"hook code has invalid syntax: {e}")
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(funcs) != len(tree.body):
+        _fail("top_level", "hook code may contain only top-level function definitions")
+    hooks = [f for f in funcs if f.name == "hook"]
+    if len(hooks) != 1:
+        _fail("hook_count", "hook code must contain exactly one top-level hook function")
+    helpers = [f for f in funcs if f.name != "hook"]
+    if len(helpers) > MAX_HELPER_FUNCTIONS:
+        _fail("too_many_helpers", f"hook code may contain at most {MAX_HELPER_FUNCTIONS} helper functions")
+    names = set()
+    for h in helpers:
+        if h.name.startswith("_") or h.name in FORBIDDEN_NAMES:
+            _fail("forbidden_name", f"helper function uses forbidden name: {h.name}")
+        if h.name in SAFE_BUILTIN_NAMES or h.name in MODULE_GLOBALS:
+            _fail("forbidden_name", f"helper function shadows reserved name: {h.name}")
+        if h.name in names:
+            _fail("duplicate_helper", f"duplicate helper function: {h.name}")
+        names.add(h.name)
+    _check_signature(hooks[0], is_hook=True)
+    for h in helpers:
+        _check_signature(h, is_hook=False)
+
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_HOOK_AST_NODES:
+        _fail("too_many_nodes", f"hook AST exceeds {MAX_HOOK_AST_NODES} nodes")
+    top = {id(f) for f in funcs}
+    alfworld = (benchmark or "").lower() == "alfworld"
+    for node in nodes:
+        if isinstance(node, FORBIDDEN_NODES):
+            _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
+        if isinstance(node, ast.FunctionDef) and id(node) not in top:
+            _fail("nested_function", "nested functions are not allowed")
+        if isinstance(node, ast.Try):
+            _check_try(node)
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
+                _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
+                _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if len(node.value) > MAX_HOOK_STR_CHARS:
+                _fail("string_too_long", "hook string literal is too long")
+            if alfworld and ALFWORLD_INSTANCE_ACTION_RE.search(" ".join(node.value.lower().split())):
+                _fail("alfworld_instance_leak", "hook must not hard-code numbered ALFWorld instance actions")
+    return tree
+
+
+# --------------------------------------------------------------------------- AST rewrite
+
+_BINOP_GUARDS = {ast.Add: "_g_add", ast.Mult: "_g_mul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
+                 ast.Mod: "_g_mod"}
+_AUG_GUARDS = {ast.Add: "_g_iadd", ast.Mult: "_g_imul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
+               ast.Mod: "_g_imod"}
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _as_load(target: ast.expr) -> ast.expr:
+    if isinstance(target, ast.Name):
+        return ast.Name(id=target.id, ctx=ast.Load())
+    if isinstance(target, ast.Subscript):
+        return ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
+    if isinstance(target, ast.Attribute):
+        return ast.Attribute(value=target.value, attr=target.attr, ctx=ast.Load())
+    raise HookCompileError("hook_syntax", "unsupported augmented assignment target")
+
+
+class _GuardRewriter(ast.NodeTransformer):
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        name = _BINOP_GUARDS.get(type(node.op))
+        return ast.copy_location(_call(name, node.left, node.right), node) if name else node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        name = _AUG_GUARDS.get(type(node.op))
+        if not name:
+            return node
+        value = _call(name, _as_load(node.target), node.value)
+        return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and node.attr in guards.GUARDED_ATTRS:
+            return ast.copy_location(_call("_g_attr", node.value, ast.Constant(node.attr)), node)
+        return node
+
+    def visit_JoinedStr(self, node):
+        # f-string -> _g_fstr([parts]): the total length is checked before the parts are joined.
+        self.generic_visit(node)
+        return ast.copy_location(_call("_g_fstr", ast.List(elts=node.values, ctx=ast.Load())), node)
+
+    def visit_FormattedValue(self, node):
+        self.generic_visit(node)
+        spec = node.format_spec if node.format_spec is not None else ast.Constant("")
+        return ast.copy_location(_call("_g_fv", node.value, ast.Constant(node.conversion), spec), node)
+
+    def visit_Starred(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = _call("_g_star", node.value)
+        return node
+
+    def visit_Dict(self, node):
+        self.generic_visit(node)
+        node.values = [_call("_g_star", v) if k is None else v for k, v in zip(node.keys, node.values)]
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        for kw in node.keywords:
+            if kw.arg is None:
+                kw.value = _call("_g_star", kw.value)
+        return node
+
+
+_GUARD_GLOBALS = {
+    "_g_add": guards.g_add, "_g_iadd": guards.g_iadd, "_g_mul": guards.g_mul,
+    "_g_imul": guards.g_imul, "_g_pow": guards.g_pow, "_g_lshift": guards.g_lshift,
+    "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr,
+    "_g_fv": guards.g_fv, "_g_fstr": guards.g_fstr, "_g_star": guards.g_star,
+}
+
+
+def _safe_builtins() -> dict:
+    import builtins
+    out = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
+    out.update(str=guards.SafeStr, range=guards.g_range, round=guards.g_round, sum=guards.g_sum)
+    return out
+
+
+SAFE_BUILTINS = _safe_builtins()
+
+
+def compile_hook(code: str, benchmark: str | None = None):
+    """Validate, rewrite and compile hook source; returns the `hook(ctx, nb)` function.
+    Raises HookCompileError. Run the result through `run_hook` / `CompiledPatch.call`."""
+    tree = validate_hook_source(code, benchmark)
+    tree = ast.fix_missing_locations(_GuardRewriter().visit(tree))
+    namespace = {"__builtins__": dict(SAFE_BUILTINS), "math": guards.SAFE_MATH, "re": guards.SAFE_RE,
+                 "SequenceMatcher": SequenceMatcher, **_GUARD_GLOBALS}
+    try:
+        exec(compile(tree, HOOK_FILENAME, "exec"), namespace)
+    except Exception as e:
+        _fail("hook_compile", f"hook failed to compile: {e}")
+    fn = namespace.get("hook")
+    if not callable(fn):
+        _fail("hook_compile", "hook object is not callable")
+    return fn
