@@ -13,9 +13,13 @@ errors are returned as text (`1054 (42S22): Unknown column ...`), an empty state
 "No response from database.", and output is cut at 800 chars + "[TRUNCATED]". The server commits
 after every statement and rolls back on error.
 
-Backends: `backend="mariadb"` (config section `dbbench`: host/port/user/password/socket),
-`"sqlite"` (embedded; dialect gaps documented in `backends`), or `"auto"` = MariaDB when a server
-answers, else SQLite; the choice is logged.
+Backends: `backend="mariadb"` (config section `dbbench`: host/port/user/password/socket; the
+project's server is started by `launch/mariadb.sh`), `"sqlite"` (embedded), or `"auto"` = MariaDB
+when a server answers, else SQLite; the choice is logged. SQLite is for plumbing tests only; its
+dialect gaps (full list in `backends`): SHOW TABLES / DESCRIBE are emulated, CONCAT/CONCAT_WS/MD5/
+REGEXP are user functions, other MySQL functions and CAST types are missing; no accent folding or
+PAD SPACE; TEXT-vs-number comparisons are textual; integer division; double-quoted names are
+identifiers; no backslash escapes; 195/200 gold hashes reproduce instead of 199/200.
 
 The hook `ctx` (field names of spec §4.3; the derivations are ours):
 - `action`: tool, query, answers, and the reference built-in fields h2_action, h2_blocked_reason,
