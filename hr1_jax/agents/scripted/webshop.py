@@ -11,7 +11,7 @@ from `(seed, task)` (rates at skill 0.6):
 |---|---|---|---|
 | whole-instruction search | 0.25 | searches the instruction incl. the price clause | (often harmless: BM25) |
 | vague search | 0.20 | searches the product type only; the goal is often not on page 1 | careful picking / paging |
-| careless pick | 0.50 | clicks the top result without checking title or price | budget / "match all terms" hints: go back, pick carefully |
+| careless pick | 0.50 | clicks the top result it has not opened yet, without checking title or price | a "match all terms / verify" hint or tip: picks carefully |
 | over-budget pick | 0.15 | prefers the over-budget near-duplicate if it is listed | a budget block/hint: go back, pick in-budget |
 | skipped options (premature buy) | 0.50 | clicks buy now without selecting any option | a block/hint on unselected options: selects them |
 | partial options | 0.15 | selects only the first required option | same |
@@ -301,8 +301,9 @@ class ScriptedAgent:
         target = None
         if over_budget:
             target = next((a for a in asins if self.distractors.get(a) == "price" and a not in visited), None)
-        if target is None and not careful and not visited and asins:
-            target = asins[0]
+        if target is None and not careful:
+            # a careless agent takes the top result it has not opened yet (not the right one)
+            target = next((a for a in asins if a not in visited), None)
         if target is None and self.goal_asin in asins and (self.goal_asin not in visited or looping):
             target = self.goal_asin
         if target is None:
