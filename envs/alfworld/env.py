@@ -43,9 +43,11 @@ TIPS_HEADER = "Some tips that may help for this task:"
 
 def game_root(data_dir: str = "") -> Path:
     """Folder that holds `json_2.1.1/` (config `alfworld.data_dir`, `$HR1_ALFWORLD_DATA`, or the
-    project's unpacked copy)."""
+    project's unpacked copy, which is unpacked here on first use)."""
     from envs.alfworld import unpack
-    root = Path(data_dir or unpack.default_dest())
+    if not data_dir:
+        return unpack.unpack()
+    root = Path(data_dir)
     if not (root / unpack.ROOT_NAME).is_dir():
         raise FileNotFoundError(f"ALFWorld games not found under {root}; run `python -m envs.alfworld.unpack`")
     return root

@@ -8,6 +8,7 @@ a half-filled tree behind that looks complete.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -50,17 +51,26 @@ def unpack(dest: Path | None = None, archive: Path = ARCHIVE) -> Path:
     if is_unpacked(dest, digest):
         return dest
     dest.mkdir(parents=True, exist_ok=True)
+    # Several worker processes may start at once on a fresh machine: one unpacks, the rest wait.
+    with open(dest / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_unpacked(dest, digest):
+            _extract(dest, archive, digest)
+    return dest
+
+
+def _extract(dest: Path, archive: Path, digest: str) -> None:
     tmp = dest / f".tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.monotonic()
     with tarfile.open(archive, "r:xz") as tar:
         tar.extractall(tmp, filter="data")
+    (dest / STAMP).unlink(missing_ok=True)
     shutil.rmtree(dest / ROOT_NAME, ignore_errors=True)
     os.replace(tmp / ROOT_NAME, dest / ROOT_NAME)
     shutil.rmtree(tmp, ignore_errors=True)
     (dest / STAMP).write_text(digest + "\n")
     print(f"[alfworld] unpacked {archive.name} into {dest} in {time.monotonic() - t0:.1f}s")
-    return dest
 
 
 def main(argv: list[str] | None = None) -> int:
