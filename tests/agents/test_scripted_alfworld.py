@@ -127,3 +127,23 @@ def test_believes_done_idles_with_the_same_action():
     # A hint naming the missing step gets it going again: take the pan back to cool it.
     m.append({"role": "user", "content": "The pan must be cooled before it is placed."})
     assert action_of(skipping_agent(1.0).chat(m, [])) == "take pan 1 from countertop 2"
+
+
+def test_tips_in_the_system_prompt_are_standing_hints():
+    m = holding_pan_at_stove()
+    m[0] = {"role": "system", "content": "sys\n\nSome tips that may help for this task:\n- cool the item first"}
+    outcomes = set()
+    for seed in range(40):
+        agent = ScriptedAgent(TASK, seed, cfg(skill=1.0, hint=1.0))
+        agent.flags["skip_transform"] = True
+        outcomes.add(action_of(agent.chat(m, [])))
+    assert outcomes == {"go to fridge 1", "go to countertop 2"}   # followed for some seeds only
+    tools = [{"type": "function", "function": {"name": "take_action",
+                                               "description": "Act.\n\nCool the target before placing it."}}]
+    m[0] = {"role": "system", "content": "sys"}
+    by_tool = set()
+    for seed in range(40):
+        agent = ScriptedAgent(TASK, seed, cfg(skill=1.0, hint=1.0))
+        agent.flags["skip_transform"] = True
+        by_tool.add(action_of(agent.chat(m, tools)))
+    assert by_tool == {"go to fridge 1", "go to countertop 2"}

@@ -26,7 +26,8 @@ Failure profile (rates at `skill=0.6`; each scales with (1 - skill) / 0.4, so sk
   failure unless a harness message gets it going again.
 
 Harness messages. Every user message after the first and every tool reply without an AVAILABLE
-ACTIONS list (a blocked action) is a hint. Each hint is followed with probability
+ACTIONS list (a blocked action) is a hint; so are system-prompt tips and tool-description hints
+(standing advice, followed with half the probability). Each hint is followed with probability
 `hint_follow_prob` (seeded per message); a followed hint changes the agent's beliefs and next
 choice: it names the transform verb -> transform before placing; "another/second/two" -> fetch
 a second object; "wrong/does not match" -> drop the wrong object; take/hold hints in look_at ->
@@ -58,11 +59,15 @@ BASE_RATES = {
     "skip_transform": 0.5, "stop_after_one": 0.5, "wrong_object": 0.12, "lamp_first": 0.35,
     "forget_open": 0.3, "give_up": 0.10,
 }
+# Tips in the system prompt and tool hints are standing advice, followed half as often as a
+# message that arrives at the moment it applies.
+STANDING_HINT_WEIGHT = 0.5
+TIPS_HEADER = "Some tips that may help for this task:"
 SEARCH_MAX = 4              # receptacles searched before going to a known location: 0..SEARCH_MAX
 
 _HINT_WORDS = {
     "second": ("another", "second", "two", "both", "more", "next target", "remaining"),
-    "wrong": ("wrong", "does not match", "not match", "substitute", "only that target",
+    "wrong": ("wrong", "does not match", "not match", "substitute", "only that target", "non-target",
               "requested target", "different object", "not the target"),
     "resume": ("stuck", "loop", "repeat", "same action", "different", "explore", "search",
                "look for", "find", "unvisited"),
@@ -153,7 +158,7 @@ class ScriptedAgent:
 
     # --- the TargetAgent call ------------------------------------------------------------------
     def chat(self, messages: list[dict], tools: list[dict]) -> dict:
-        b = self._replay(messages)
+        b = self._replay(messages, tools)
         rng = _rng(*self.key, "turn", b.turn)
         if rng.random() < self.rates["no_tool"]:
             return {"role": "assistant", "content": "I think I should look around the room first."}
@@ -163,7 +168,7 @@ class ScriptedAgent:
         return {"role": "assistant", "content": "", "tool_calls": [call]}
 
     # --- reading the conversation --------------------------------------------------------------
-    def _replay(self, messages: list[dict]) -> _Beliefs:
+    def _replay(self, messages: list[dict], tools: list[dict]) -> _Beliefs:
         b = _Beliefs(self.plan, self.flags)
         for index, msg in enumerate(messages):
             role, content = msg.get("role"), _content(msg)
@@ -171,6 +176,8 @@ class ScriptedAgent:
                 obs, b.admissible = _split(content)
                 b.tracker = Tracker(obs, self.plan.target, self.plan.dest_type)
                 b.receptacles = list(b.tracker.receptacles)
+                for key, text in enumerate(_standing_hints(messages, tools)):
+                    self._hint(b, text, f"standing{key}", "", weight=STANDING_HINT_WEIGHT)
             elif role == "assistant":
                 b.turn += 1
                 b.suggested, b.avoid = "", ""
@@ -198,8 +205,8 @@ class ScriptedAgent:
                 self._hint(b, content, index, blocked)
         return b
 
-    def _hint(self, b: _Beliefs, text: str, index: int, blocked: str) -> None:
-        if _rng(*self.key, "hint", index).random() >= self.hint_follow_prob:
+    def _hint(self, b: _Beliefs, text: str, index, blocked: str, weight: float = 1.0) -> None:
+        if _rng(*self.key, "hint", index).random() >= self.hint_follow_prob * weight:
             return
         h = " ".join(text.lower().split())
         p = self.plan
@@ -357,6 +364,20 @@ class ScriptedAgent:
                 return f"take {p.target} from {src}"
             return f"open {src}"
         return self._wander(b, rng)
+
+
+def _standing_hints(messages: list[dict], tools: list[dict]) -> list[str]:
+    """Harness text that is there from the start: system-prompt tips and tool-description hints
+    (whatever follows the first blank line of a tool description)."""
+    out = []
+    system = next((_content(m) for m in messages if m.get("role") == "system"), "")
+    if TIPS_HEADER in system:
+        out.append(system.split(TIPS_HEADER, 1)[1])
+    for tool in tools or []:
+        parts = str((tool.get("function") or {}).get("description", "")).split("\n\n", 1)
+        if len(parts) == 2 and parts[1].strip():
+            out.append(parts[1])
+    return out
 
 
 def _get(config, key: str, default):
