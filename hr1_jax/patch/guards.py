@@ -493,6 +493,9 @@ def _walk_repeats(items, inside_unbounded: bool) -> str:
             if why:
                 return why
         elif op is _sre_parser.BRANCH:
+            # (a|aa)* style: multi-character alternatives under an unbounded repeat can overlap.
+            if inside_unbounded and any(alt.getwidth() != (1, 1) for alt in av[1]):
+                return "alternation inside a repeated group"
             for alt in av[1]:
                 why = _walk_repeats(alt, inside_unbounded)
                 if why:
