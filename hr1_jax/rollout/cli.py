@@ -31,8 +31,8 @@ def _target(config) -> dict:
 
 def load_patch(path: str, benchmark: str, config) -> dict:
     """A patch file: normalised-patch JSON, or a raw engineer response (parsed with the protocol)."""
-    from hr1_jax.patch import PatchError, normalize_patch
-    from hr1_jax.rollout.reward import _normalise_kwargs, prepare_patch
+    from hr1_jax.patch import PatchError, normalize_options, normalize_patch
+    from hr1_jax.rollout.reward import prepare_patch
     with open(path) as f:
         text = f.read()
     try:
@@ -40,7 +40,7 @@ def load_patch(path: str, benchmark: str, config) -> dict:
     except ValueError:
         raw = None
     if isinstance(raw, dict) and "actions" in raw:
-        return normalize_patch(raw, benchmark, **_normalise_kwargs(config.patch_protocol))
+        return normalize_patch(raw, benchmark, **normalize_options(config.patch_protocol))
     patch, status, reason = prepare_patch(text, benchmark, config)
     if patch is None:
         raise PatchError(status, f"{path}: {reason}")

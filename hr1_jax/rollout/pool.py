@@ -84,11 +84,12 @@ def _worker_main(conn, config_dict: dict) -> None:
                     raise _FatalJobError(f"{key}/{job['split']} has no tasks {missing}")
                 patch = None
                 if job.get("patch"):
-                    from hr1_jax.patch import compile_patch
+                    from hr1_jax.patch import compile_patch, normalize_options
                     pc = config.patch_protocol if config is not None else None
                     patch = compile_patch(job["patch"], env.benchmark,
                                           time_budget_s=pc.time_budget_s if pc else 0.05,
-                                          line_budget=pc.line_budget if pc else 2000)
+                                          line_budget=pc.line_budget if pc else 2000,
+                                          **(normalize_options(pc) if pc else {}))
             except _FatalJobError:
                 raise
             except Exception as e:

@@ -4,7 +4,7 @@ runtime context, ending with the evidence marker) + the batch's packet. SFT, RL 
 the same system prompt, prefix, schema style and protocol, so all three build prompts here."""
 from __future__ import annotations
 
-EVIDENCE_MARKER = "Observed no-harness rollout evidence:"
+from hr1_jax.patch import EVIDENCE_MARKER, system_prompt, user_prompt_prefix
 
 
 def default_schema_style(benchmark: str) -> str:
@@ -12,7 +12,6 @@ def default_schema_style(benchmark: str) -> str:
 
 
 def build_prompt(benchmark: str, packet: str, *, protocol: str, schema_style: str = "") -> list[dict]:
-    from hr1_jax.patch import system_prompt, user_prompt_prefix
     style = schema_style or default_schema_style(benchmark)
     prefix = user_prompt_prefix(benchmark, protocol, style).rstrip()
     if not prefix.endswith(EVIDENCE_MARKER):

@@ -138,30 +138,18 @@ def _meta(row: dict, ctx: "RewardContext | None" = None) -> dict:
 
 def prepare_patch(text: str, benchmark: str, config) -> tuple[dict | None, str, str]:
     """Parse + normalise + compile a response. Returns (patch, status, reason)."""
-    from hr1_jax.patch import PatchError, compile_patch, normalize_patch, parse_response
+    from hr1_jax.patch import PatchError, compile_patch, normalize_options, parse_response
     pc = config.patch_protocol
+    options = normalize_options(pc)
     try:
-        raw = parse_response(text, benchmark, pc.response_protocol)
-        patch = normalize_patch(raw, benchmark, **_normalise_kwargs(pc))
-        compile_patch(patch, benchmark, time_budget_s=pc.time_budget_s, line_budget=pc.line_budget)
+        patch = parse_response(text, benchmark, pc.response_protocol, **options)
+        compile_patch(patch, benchmark, time_budget_s=pc.time_budget_s, line_budget=pc.line_budget, **options)
     except PatchError as e:
         status = NOOP if "noop" in str(getattr(e, "code", "")).lower() else INVALID
         return None, status, str(e)[:1000]
     if patch.get("benchmark", benchmark) != benchmark:
         return None, INVALID, f"patch is for {patch.get('benchmark')!r}, batch is {benchmark!r}"
     return patch, OK, ""
-
-
-def _normalise_kwargs(pc) -> dict:
-    import inspect
-
-    from hr1_jax.patch import normalize_patch
-    params = inspect.signature(normalize_patch).parameters
-    wanted = {"require_code_hook_only": pc.require_code_hook_only, "reject_runtime_noop": pc.reject_runtime_noop,
-              "enforce_hook_once": pc.enforce_hook_once, "max_total_code_chars": pc.max_total_code_chars}
-    if "config" in params:
-        return {"config": pc}
-    return {k: v for k, v in wanted.items() if k in params}
 
 
 def cache_key(patch: dict, meta: dict, ctx: RewardContext) -> str:

@@ -86,10 +86,15 @@ def _compile(patch, benchmark: str, config):
     """Accept a compiled patch (anything with `.call`), a normalised patch dict, or None."""
     if patch is None or hasattr(patch, "call"):
         return patch
-    from hr1_jax.patch import compile_patch
+    from hr1_jax.patch import compile_patch, normalize_options
+    options = {}
+    try:
+        options = normalize_options(config["patch_protocol"])
+    except (KeyError, TypeError, AttributeError):
+        pass
     return compile_patch(patch, benchmark,
                          time_budget_s=_cfg(config, "patch_protocol", "time_budget_s", 0.05),
-                         line_budget=_cfg(config, "patch_protocol", "line_budget", 2000))
+                         line_budget=_cfg(config, "patch_protocol", "line_budget", 2000), **options)
 
 
 def _patch_sites(patch) -> frozenset:

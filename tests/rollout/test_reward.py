@@ -1,0 +1,121 @@
+"""The paired rerun reward on DBBench (SQLite backend) with the scripted target: cache, dedupe,
+identity errors, infra failures excluded (never 0), invalid patches scored 0."""
+import copy
+import json
+import os
+import socket
+import threading
+
+import pytest
+
+from hr1_jax.config import base_config, validate_config
+from hr1_jax.rollout.batches import baseline_metadata, run_batch
+from hr1_jax.rollout.identity import IdentityError
+from hr1_jax.rollout.pool import WorkerPool
+from hr1_jax.rollout.reward import RewardContext, score_group, score_response
+
+
+HINT_HOOK = """def hook(ctx, nb):
+    if ctx["predicates"]["no_sql_yet"] and not nb.get("hinted"):
+        nb["hinted"] = True
+        return {"message": "%s"}
+    return None
+"""
+INIT_HOOK = """def hook(ctx, nb):
+    return {"skills": [{"text": "Inspect the schema with DESCRIBE first and quote identifiers with backticks."}]}
+"""
+
+
+def response(message="Probe the table schema (DESCRIBE) before writing the final query.", init=True):
+    actions = [{"type": "add_code_hook", "hook": "make_pre_hint", "code": HINT_HOOK % message}]
+    if init:
+        actions.insert(0, {"type": "add_code_hook", "hook": "on_init", "code": INIT_HOOK})
+    patch = {"benchmark": "dbbench", "description": "schema probing hint", "actions": actions}
+    return f"- recurring: guessed identifiers\n</think>\n<patch>{json.dumps(patch)}</patch>"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    c = base_config()
+    c.benchmark, c.tasks = "dbbench", "0:10"
+    c.dbbench.backend = "sqlite"
+    c.rollout.num_workers = 2
+    c.rollout.max_job_retries = 1
+    validate_config(c)
+    pool = WorkerPool(c)
+    episodes = run_batch(pool, "dbbench", "test", list(range(10)), target=c.target.to_dict(), seed=0)
+    meta = baseline_metadata("dbbench", "test", 0, episodes, target_name=c.target.name)
+    row = {"prompt": [], "label": "", "metadata": meta}
+    yield c, pool, row, tmp_path_factory.mktemp("cache")
+    pool.close()
+
+
+def test_same_patch_twice_same_reward_second_is_cache_hit(setup):
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "a"))
+    first = score_response(row, response(), ctx)
+    assert first.eval_status == "ok" and first.valid_patch and not first.cache_hit
+    assert first.batch_size == 10 and first.hook_calls > 0 and first.hook_errors == 0
+    assert first.score == pytest.approx(first.patched_average_reward - first.baseline_average_reward)
+    second = score_response(row, response(), ctx)
+    assert second.cache_hit and second.score == first.score and ctx.counters["evaluations"] == 1
+    # A fresh cache reruns and gets the same reward (deterministic scripted target).
+    again = score_response(row, response(), RewardContext(c, pool=pool, cache_dir=str(cache / "b")))
+    assert not again.cache_hit and again.score == first.score and again.patched_rewards == first.patched_rewards
+
+
+def test_group_dedupes_identical_patches_and_concurrent_callers_share_one_evaluation(setup):
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "group"))
+    texts = [response(), response("Run DESCRIBE on the table first."), response(), "no patch here", response()]
+    results = score_group([row] * 5, texts, ctx)
+    assert ctx.counters["evaluations"] == 2 and ctx.counters["deduped"] == 2
+    assert results[0].score == results[2].score == results[4].score
+    assert results[3].eval_status == "invalid_patch" and results[3].score == 0.0 and not results[3].excluded
+    # Two threads asking for the same new key: one evaluates, the other waits on the file lock.
+    ctx2 = RewardContext(c, pool=pool, cache_dir=str(cache / "threads"))
+    out = [None, None]
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, score_response(row, response(init=False), ctx2)))
+               for i in range(2)]
+    [t.start() for t in threads]
+    [t.join(120) for t in threads]
+    assert ctx2.counters["evaluations"] == 1 and sorted(r.cache_hit for r in out) == [False, True]
+
+
+def test_tampered_batch_raises_identity_error(setup):
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "tamper"))
+    swapped = copy.deepcopy(row)
+    meta = swapped["metadata"]
+    meta["task_ids"][3] = 42                     # one task swapped for another...
+    meta["baseline_rewards"]["42"] = meta["baseline_rewards"].pop("3")
+    digest = meta["identity"]["task_manifests"].pop("3")
+    meta["identity"]["task_manifests"]["42"] = digest   # ...keeping its old manifest digest
+    from hr1_jax.rollout.identity import batch_digest
+    meta["identity"]["batch_sha256"] = batch_digest(meta["identity"])  # even with a recomputed batch digest
+    with pytest.raises(IdentityError, match="task 42"):
+        score_response(swapped, response(), ctx)
+    lazy = copy.deepcopy(row)
+    lazy["metadata"]["task_ids"][3] = 42         # swapped without updating the identity
+    with pytest.raises(IdentityError):
+        score_response(lazy, response(), ctx)
+    other_target = copy.deepcopy(row)
+    other_target["metadata"]["target_agent_name"] = "someone-else"
+    with pytest.raises(IdentityError, match="target"):
+        score_response(other_target, response(), ctx)
+
+
+def test_dead_endpoint_is_eval_failed_not_zero_and_not_cached(setup):
+    c, pool, row, cache = setup
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    target = dict(c.target.to_dict(), kind="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m",
+                  max_retries=1, timeout_s=2.0, backoff_s=0.01, name=c.target.name)
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "dead"), target=target)
+    r = score_response(row, response(), ctx)
+    assert r.eval_status == "eval_failed" and r.score is None and r.excluded and r.valid_patch
+    assert "Connection refused" in r.reason or "failed after" in r.reason
+    assert not any(f == "reward.json" for _, _, files in os.walk(cache / "dead") for f in files)
+    assert ctx.counters["eval_failed"] == 1
