@@ -647,8 +647,7 @@ def freeze(value):
 
 # --------------------------------------------------------------------------- nb hygiene
 
-_DATA_SCALARS = (str, bytes, int, float, bool, type(None))
-_DATA_CONTAINERS = (dict, list, tuple, set, frozenset)
+_DATA_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def inspect_nb(nb: dict, limit: int) -> str:
@@ -657,20 +656,23 @@ def inspect_nb(nb: dict, limit: int) -> str:
     functions) that would run hook code outside the budget. Shared sub-objects count each time
     they occur (serialising nb repeats them); cycles run into the limit."""
     total, stack = 0, [nb]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        x = stack.pop()
-        if isinstance(x, _DATA_SCALARS):
-            total += len(x) if isinstance(x, (str, bytes)) else 1
-        elif isinstance(x, _DATA_CONTAINERS):
-            total += len(x) + 1
-            if total <= limit:
-                if isinstance(x, dict):
-                    stack.extend(x.keys())
-                    stack.extend(x.values())
-                else:
-                    stack.extend(x)
+        x = pop()
+        t = type(x)
+        if t is str or t is bytes:
+            total += len(x)
+        elif t in _FLAT_CONTAINERS:  # slots weigh more than chars: walking them costs more
+            total += 4 * len(x) + 4
+            extend(x)
+        elif t in _DICTS:
+            total += 8 * len(x) + 4
+            extend(x.keys())
+            extend(x.values())
+        elif t in _DATA_SCALARS:
+            total += 4
         else:
-            return f"nb holds a non-data value of type {type(x).__name__}"
+            return f"nb holds a non-data value of type {t.__name__}"
         if total > limit:
             return f"nb grew beyond {limit} units"
     return ""

@@ -28,7 +28,7 @@ ALLOWED_EFFECT_KINDS = {
 MAX_RETURN_TEXT_CHARS = 900
 MAX_SKILLS = 5
 MAX_CALL_DEPTH = 100
-NB_SIZE_LIMIT = 1_000_000
+NB_SIZE_LIMIT = 1_000_000  # units: string chars + container slots
 MAX_ERROR_CHARS = 300
 
 STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")

@@ -209,13 +209,13 @@ def _rss_bytes() -> int:
 
 def test_host_healthy_after_all_hostile_cases():
     sentinel = lambda frame, event, arg: None  # noqa: E731
+    hooks = [compile_hook(code, "webshop") for _, code, expect in CASES if expect != COMPILE]
     before = _rss_bytes()
     sys.settrace(sentinel)
     try:
-        for name, code, expect in CASES:
-            if expect != COMPILE:
-                call_hook(compile_hook(code, "webshop"), {}, {}, "make_pre_hint")
-        assert sys.gettrace() is sentinel, "the runner must restore the caller's tracer"
+        for fn in hooks:
+            call_hook(fn, {}, {}, "make_pre_hint")
+            assert sys.gettrace() is sentinel, "the runner must restore the caller's tracer"
     finally:
         sys.settrace(None)
     assert _rss_bytes() - before < 400 * 2**20
