@@ -184,7 +184,8 @@ class Catalog:
         p, task_type = self.parsed[i], self.types[i]
         price = round(int(rng.uniform(4.0, 4.0 + 35.0 * rng.choice((1, 1, 2, 3, 5))))
                       + rng.choice((0.99, 0.49, 0.0, 0.95)), 2)
-        price_range = [x for x in PRICE_RANGE if x > price][:4]
+        first = int(price // 10) + 1                            # first ten above the price
+        price_range = PRICE_RANGE[first - 1:first + 3]
         price_upper = sorted(rng.sample(price_range, 2))[1]     # upstream get_human_goals
         fillers = FILLER_ATTRIBUTES[task_type]
         goal_attrs = tuple(p.attributes)
@@ -245,7 +246,8 @@ class Catalog:
     def _search_text(self, plan: _Plan) -> str:
         src = self.parsed[plan.type_source]
         goal_opts = "" if plan.drop_options else " ".join(self.parsed[plan.goal_file_index].options.values())
-        return " ".join((plan.title, " ".join(plan.attributes), goal_opts, src.type_phrase))
+        # the title already holds the brand, type phrase and first two attributes
+        return " ".join((plan.title, " ".join(plan.attributes[2:]), goal_opts))
 
     # --- lazy records ----------------------------------------------------------------------
     def product(self, pid: int) -> dict:

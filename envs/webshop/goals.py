@@ -74,6 +74,9 @@ NUMBER_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", 
 _ATTR_CANON = {a.replace(" ", ""): a for a in ATTRIBUTES}
 _ATTR_RE = re.compile(r"\b(" + "|".join(r"[\s-]*".join(map(re.escape, a.split()))
                                          for a in sorted(ATTRIBUTES, key=len, reverse=True)) + r")\b")
+# prefilter for the attribute regex: first words, and the joined form ("longlasting")
+_ATTR_FIRST_WORDS = {a.split()[0] for a in ATTRIBUTES} | {a.replace(" ", "") for a in ATTRIBUTES}
+_MATERIAL_WORDS = {m.split()[0] for m in MATERIALS}
 _AMBIGUOUS_COLORS = {"natural", "clear", "nude", "rose", "wine", "coffee", "cream", "gold", "silver",
                      "peach", "mint", "olive", "camel", "champagne", "multi"}
 _COLOR_RE = re.compile(r"\b(" + "|".join(re.escape(p) for p in COLOR_PHRASES
@@ -89,6 +92,7 @@ _SIZE_RES = (
     re.compile(r"\b(?:pack|set|box|case) of (\d+|" + "|".join(NUMBER_WORDS) + r")\b"),
     re.compile(r"\b(\d+(?:\.\d+)?)\s*[- ]?\s*(" + _UNITS_ALT + r")\b"),
 )
+_COLOR_WORDS = {p.split()[0] for p in COLOR_PHRASES if p not in _AMBIGUOUS_COLORS}
 _COLOR_RES = (
     re.compile(r"\bcolou?r\s*(?:is|:|-|=|should be|of|options?)\s*([a-z0-9][a-z0-9\-/&+]*(?: [a-z0-9][a-z0-9\-/&+]*)?)"),
     re.compile(r"\b([a-z0-9][a-z0-9\-]*(?: [a-z0-9][a-z0-9\-]*)?) colou?r(?:ed|s)?\b"),
@@ -215,7 +219,7 @@ def _find_color(text: str) -> tuple[str | None, tuple[int, int] | None]:
             val = _color_value(m.group(1))
             if val and val not in STOP and val not in ("size", "same", "any", "options", "option"):
                 return val, m.span()
-    m = _COLOR_RE.search(text)
+    m = _COLOR_RE.search(text) if _COLOR_WORDS.intersection(re.split(r"[^a-z0-9]+", text)) else None
     if m:
         return m.group(1), m.span()
     return None, None
@@ -290,12 +294,13 @@ def parse_instruction(raw: str) -> ParsedGoal:
             options[kind] = val
             cuts.append(span)
     attributes: list[str] = []
-    for m in _ATTR_RE.finditer(text):
+    words = set(re.split(r"[^a-z0-9]+", text))
+    for m in (_ATTR_RE.finditer(text) if _ATTR_FIRST_WORDS & words else ()):
         attr = _ATTR_CANON[re.sub(r"[\s-]+", "", m.group(1))]
         if not any(attr in a or a in attr for a in attributes):
             attributes.append(attr)
             cuts.append(m.span())
-    mm = _MATERIAL_RE.search(text)
+    mm = _MATERIAL_RE.search(text) if _MATERIAL_WORDS & words else None
     material = mm.group(1) if mm else None
     words = _noun_phrase(text, cuts)
     content = [w for w in words if _is_type_word(w)] or ["item"]
