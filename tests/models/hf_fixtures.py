@@ -5,7 +5,11 @@ and a mapping or norm-convention bug shows up far above the 1e-4 parity toleranc
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -68,6 +72,14 @@ def save_hf_model(kind: str, path: str, seed: int = 0):
     model = make_hf_model(kind, seed)
     model.save_pretrained(path)
     return model
+
+
+@functools.cache
+def cached_checkpoint(kind: str):
+    """(torch model, checkpoint folder) made once per test process and shared by the test modules."""
+    path = tempfile.mkdtemp(prefix=f"hr1_{kind}_")
+    atexit.register(shutil.rmtree, path, True)
+    return save_hf_model(kind, path), path
 
 
 def hf_logits(model, ids: np.ndarray, attention_mask: np.ndarray | None = None,

@@ -14,9 +14,8 @@ forward = hf.jitted_forward()
 
 
 @pytest.fixture(scope="module", params=["qwen3_tied", "qwen3_untied"])
-def pair(request, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp(request.param))
-    torch_model = hf.save_hf_model(request.param, path)
+def pair(request):
+    torch_model, path = hf.cached_checkpoint(request.param)
     model, cfg = load_hf_checkpoint(path)
     ids = np.random.default_rng(0).integers(0, hf.VOCAB, (B, T)).astype(np.int32)
     full, cache = forward(model, jnp.asarray(ids), jnp.ones((B, T), jnp.int32))

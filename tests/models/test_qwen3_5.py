@@ -23,9 +23,8 @@ recurrent = jax.jit(recurrent_gated_delta_rule)
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("qwen3_5"))
-    torch_model = hf.save_hf_model("qwen3_5", path)
+def pair():
+    torch_model, path = hf.cached_checkpoint("qwen3_5")
     # chunk 4: the 12-token sequences span several chunks (and PRE=5 a padded one)
     model, cfg = load_hf_checkpoint(path, gdn_chunk_size=4)
     ids = np.random.default_rng(0).integers(0, hf.VOCAB, (B, T)).astype(np.int32)
