@@ -32,10 +32,10 @@ the answers always come from the oracle, never from hook messages.
 
 Deterministic given (seed, messages): each random draw is keyed by (seed, task identity, draw name,
 message index or turn), and the episode state is re-derived from the messages on every call.
-At the defaults (skill 0.6, hint_follow_prob 0.7) baseline success on `test` is 56% on MariaDB
-(seed 0: SELECT-type 0.51, INSERT 0.49, UPDATE 0.66; skill 1.0 gives 299/300, task 225's gold hash
-being unreproducible)
-(see tests/envs/test_dbbench_scripted.py and benchmarks/bench_envs_dbbench.py).
+At the defaults (skill 0.6, hint_follow_prob 0.7) baseline success on `test` is 52.7% on MariaDB
+(seed 0; SELECT-type 0.48, INSERT 0.49, UPDATE 0.61; dev 58%); skill 1.0 gives 299/300 (task 225's
+gold hash is unreproducible). The Harness-R1 held-out patches raise it to 0.80-0.83
+(benchmarks/bench_envs_dbbench.py --tasks 300 --patches '*'; tests/envs/test_dbbench_episodes.py).
 """
 from __future__ import annotations
 
