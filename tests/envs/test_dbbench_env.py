@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from envs.base import Action
 from envs.dbbench import backends as B
 from envs.dbbench import config as dbconfig
 from envs.dbbench import judge, server, tasks
@@ -311,3 +310,17 @@ def test_sqlite_statement_timeout(monkeypatch):
     assert r.rows is None and r.error.startswith("1969 (70100): Query execution was interrupted")
     assert b.execute("SELECT a FROM t").rows == [("1",)]
     b.close()
+
+
+def test_gold_hash_computed_when_answer_md5_missing(env):
+    """Synthetic mutation tasks may lack answer_md5: the env runs the gold SQL on a scratch DB."""
+    t = _task(env, "test", 299)
+    entry = dict(t.payload["entry"], label=t.oracle["label"])
+    synthetic = tasks.task_from_entry(entry, "synthetic", 0, env.env_version)
+    assert synthetic.oracle["answer_md5"] == ""
+    assert env.gold_hash(synthetic) in t.oracle["answer_md5"]
+    env.reset(synthetic)
+    _sql(env, synthetic.oracle["label"][0])
+    assert _commit(env, ["done"]).reward == 1.0
+    env.reset(synthetic)
+    assert _commit(env, ["done"]).reward == 0.0
