@@ -204,3 +204,32 @@ def test_hook_messages_never_leak_into_answers(env):
         for m in r.trajectory:
             for c in m.get("tool_calls", []) if m["role"] == "assistant" else []:
                 assert "ZZZ-SECRET" not in c["function"]["arguments"]
+
+
+class _TwoCallsAgent:
+    """Runs the gold mutation and commits in one turn (DBBench processes every call of a turn)."""
+    name = "two-calls"
+
+    def __init__(self, sql):
+        self.sql = sql
+
+    def chat(self, messages, tools):
+        calls = [{"id": "a", "type": "function",
+                  "function": {"name": "execute_sql", "arguments": json.dumps({"query": self.sql})}},
+                 {"id": "b", "type": "function",
+                  "function": {"name": "commit_final_answer", "arguments": json.dumps({"answers": ["ok"]})}}]
+        return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+def test_every_tool_call_of_a_turn_runs_and_rewrites_are_ignored(env):
+    task = env.tasks("test")[299]
+    rewrite = """def hook(ctx, nb):
+    if ctx['action']['tool'] == 'execute_sql':
+        return {'kind': 'rewrite_action', 'action': 'SELECT 1'}
+    return None
+"""
+    r = run_episode(env, _TwoCallsAgent(task.oracle["label"][0]), task, _patch({"on_before_action": rewrite}))
+    assert r.counts["turns"] == 1 and r.counts["env_steps"] == 2
+    assert r.actions == [task.oracle["label"][0], "commit_final_answer(['ok'])"]
+    assert r.reward == 1.0 and r.status == "completed"
+    assert [e["effect"] for e in r.hook_events if e["hook"] == "on_before_action"][0] == "ignored_rewrite_action"
