@@ -37,6 +37,10 @@ find_bin() {  # first of the names found on PATH or in /usr/sbin
   return 1
 }
 
+drop_tmpfs_data() {  # give the RAM back (only our own /dev/shm datadir)
+  case "$DATA" in /dev/shm/hr1-mariadb-*) rm -rf "$(dirname "$DATA")" ;; esac
+}
+
 pid_alive() { [ -f "$PIDF" ] && kill -0 "$(cat "$PIDF")" 2>/dev/null; }
 
 answers() {  # the server accepts a query on our socket
@@ -79,8 +83,14 @@ cmd_start() {
     --innodb-log-file-size=16M \
     --character-set-server=utf8mb4 \
     --collation-server=utf8mb4_general_ci >/dev/null 2>&1 &
-  local waited=0
+  local server_pid=$! waited=0
   until answers; do
+    if ! kill -0 "$server_pid" 2>/dev/null; then   # e.g. port taken: fail fast, not after TIMEOUT
+      echo "[mariadb] ERROR: mariadbd exited during start-up, see $LOG" >&2
+      tail -5 "$LOG" >&2 2>/dev/null || true
+      drop_tmpfs_data
+      return 3
+    fi
     if [ "$waited" -ge "$((TIMEOUT * 10))" ]; then
       echo "[mariadb] ERROR: not ready after ${TIMEOUT}s, see $LOG" >&2
       tail -5 "$LOG" >&2 2>/dev/null || true
@@ -110,7 +120,7 @@ cmd_stop() {
     waited=$((waited + 1))
   done
   rm -f "$PIDF"
-  case "$DATA" in /dev/shm/hr1-mariadb-*) rm -rf "$(dirname "$DATA")" ;; esac  # give the RAM back
+  drop_tmpfs_data
   echo "[mariadb] stopped"
 }
 
