@@ -7,7 +7,6 @@ which failed or timed out. Per-episode caps on forced/rewritten actions belong t
 """
 from __future__ import annotations
 
-from hr1_jax.patch.guards import FrozenDict, freeze
 from hr1_jax.patch.runner import HOOK_NAMES, HookOutcome, call_hook
 from hr1_jax.patch.sandbox import compile_hook
 from hr1_jax.patch.schema import normalize_patch
@@ -28,12 +27,10 @@ class CompiledPatch:
 
     def call(self, hook_name: str, ctx: dict, nb: dict) -> list[HookOutcome]:
         """Run every hook named `hook_name` in patch order; [] if the patch has none."""
-        fns = self.hooks.get(hook_name) or []
-        if not fns:
-            return []
-        frozen = freeze(ctx) if isinstance(ctx, dict) else FrozenDict()
-        return [call_hook(fn, ctx, nb, hook_name, time_budget_s=self.time_budget_s,
-                          line_budget=self.line_budget, frozen_ctx=frozen) for fn in fns]
+        # Each hook gets its own read-only copy of ctx, so even a write that slips past the
+        # read-only containers (e.g. through an alias of dict.update) cannot reach the next hook.
+        return [call_hook(fn, ctx, nb, hook_name, time_budget_s=self.time_budget_s, line_budget=self.line_budget)
+                for fn in self.hooks.get(hook_name) or ()]
 
     def effects(self, hook_name: str, ctx: dict, nb: dict) -> list[dict]:
         """Only the successful normalised effects of `call`, in order."""

@@ -142,8 +142,13 @@ def _check_repr(obj, what: str) -> None:
 # --------------------------------------------------------------------------- operators
 
 def g_add(a, b):
+    t = type(a)
+    if t is int or t is float:
+        return a + b
     if isinstance(a, _SEQ_TYPES) and isinstance(b, _SEQ_TYPES):
-        _charge(len(a) + len(b), "+")
+        n = len(a) + len(b)
+        if n >= CHARGE_MIN:
+            _charge(n, "+")
     return a + b
 
 
@@ -293,57 +298,63 @@ def g_fstr(parts):
     return _str_join("", parts)
 
 
-def _pad(method, name):
-    def padded(width, *rest):
+def _pad(name):
+    def padded(obj, width, *rest):
         if isinstance(width, int):
             _charge(width, name)
-        return method(width, *rest)
+        return getattr(obj, name)(width, *rest)
     return padded
 
 
-def _bound(obj, name, method):
-    """Checked replacement for `obj.name` when obj is a str/bytes/list; None = no guard needed."""
-    if isinstance(obj, (str, bytes)):
-        if name == "join":
-            return lambda items: _str_join(obj, items)
-        if name in ("ljust", "rjust", "center", "zfill"):
-            return _pad(method, name)
-        if name == "expandtabs":
-            def expandtabs(tabsize=8):
-                if isinstance(tabsize, int):
-                    _charge(len(obj) * max(tabsize, 1), name)
-                return method(tabsize)
-            return expandtabs
-        if name == "replace":
-            def replace(old, new, count=-1):
-                if isinstance(old, (str, bytes)) and isinstance(new, (str, bytes)) and len(new) > len(old):
-                    hits = obj.count(old) if old else len(obj) + 1
-                    if isinstance(count, int) and count >= 0:
-                        hits = min(hits, count)
-                    _charge(len(obj) + hits * (len(new) - len(old)), name)
-                return method(old, new, count)
-            return replace
-        if name == "translate":
-            def translate(table):
-                if isinstance(table, dict):
-                    longest = max([_len(v) or 1 for v in table.values()], default=1)
-                    _charge(len(obj) * longest, name)
-                return method(table)
-            return translate
-        if name in ("format", "format_map") and isinstance(obj, str):
-            if name == "format":
-                return lambda *args, **kwargs: _FORMATTER.vformat(obj, args, kwargs)
-            return lambda mapping: _FORMATTER.vformat(obj, (), mapping)
-    elif isinstance(obj, list) and name == "extend":
-        def extend(items):
-            n = _len(items)
-            if n is None:
-                items = list(itertools.islice(items, MAX_SEQ + 1))
-                n = len(items)
-            _charge(len(obj) + n, name)
-            return method(items)
-        return extend
-    return None
+def _expandtabs(obj, tabsize=8):
+    if isinstance(tabsize, int):
+        _charge(len(obj) * max(tabsize, 1), "expandtabs")
+    return obj.expandtabs(tabsize)
+
+
+def _replace(obj, old, new, count=-1):
+    if isinstance(old, (str, bytes)) and isinstance(new, (str, bytes)) and len(new) > len(old):
+        hits = obj.count(old) if old else len(obj) + 1
+        if isinstance(count, int) and count >= 0:
+            hits = min(hits, count)
+        _charge(len(obj) + hits * (len(new) - len(old)), "replace")
+    return obj.replace(old, new, count)
+
+
+def _translate(obj, table):
+    if isinstance(table, dict):
+        longest = max([_len(v) or 1 for v in table.values()], default=1)
+        _charge(len(obj) * longest, "translate")
+    return obj.translate(table)
+
+
+def _format(obj, *args, **kwargs):
+    if not isinstance(obj, str):
+        return obj.format(*args, **kwargs)  # raises AttributeError for bytes
+    return _FORMATTER.vformat(obj, args, kwargs)
+
+
+def _format_map(obj, mapping):
+    if not isinstance(obj, str):
+        return obj.format_map(mapping)
+    return _FORMATTER.vformat(obj, (), mapping)
+
+
+# Checked versions of the str/bytes methods that can build outputs much larger than their inputs.
+_STR_CALLS = {
+    "join": _str_join, "ljust": _pad("ljust"), "rjust": _pad("rjust"), "center": _pad("center"),
+    "zfill": _pad("zfill"), "expandtabs": _expandtabs, "replace": _replace, "translate": _translate,
+    "format": _format, "format_map": _format_map,
+}
+
+
+def _list_extend(obj, items):
+    n = _len(items)
+    if n is None:
+        items = list(itertools.islice(items, MAX_SEQ + 1))
+        n = len(items)
+    _charge(len(obj) + n, "extend")
+    return obj.extend(items)
 
 
 MUTATORS = frozenset({
@@ -351,27 +362,41 @@ MUTATORS = frozenset({
     "sort", "reverse", "add", "discard", "difference_update", "intersection_update",
     "symmetric_difference_update",
 })
-GUARDED_ATTRS = frozenset({
-    "join", "ljust", "rjust", "center", "zfill", "expandtabs", "replace", "translate", "format",
-    "format_map",
-}) | MUTATORS
+SIZE_GUARDED_ATTRS = frozenset(_STR_CALLS) | {"extend"}
+# Names whose unbound use on a builtin type (`dict.update(ctx, ...)`, `str.join(sep, xs)`) is routed
+# through g_attr; instance mutators need no guard (ctx containers refuse writes themselves).
+TYPE_GUARDED_ATTRS = SIZE_GUARDED_ATTRS | MUTATORS
+TYPE_NAMES = frozenset({"dict", "list", "set", "str", "tuple", "frozenset"})
+
+
+def g_call(obj, name, *args, **kwargs):
+    """`obj.name(*args, **kwargs)` for name in SIZE_GUARDED_ATTRS (rewritten method calls)."""
+    t = type(obj)
+    if t is str or t is bytes:
+        return _STR_CALLS[name](obj, *args, **kwargs)
+    if name == "extend" and isinstance(obj, list):
+        return _list_extend(obj, *args, **kwargs)
+    if isinstance(obj, type):
+        return g_attr(obj, name)(*args, **kwargs)
+    if isinstance(obj, (str, bytes)):
+        return _STR_CALLS[name](obj, *args, **kwargs)
+    return getattr(obj, name)(*args, **kwargs)
 
 
 def g_attr(obj, name):
-    """`obj.name` for names in GUARDED_ATTRS (the name is a constant from the rewritten AST)."""
+    """`obj.name` used as a value (not called on the spot), or unbound on a builtin type."""
     value = getattr(obj, name)
     if isinstance(obj, type):
-        # Unbound use such as `dict.update(ctx, ...)` or `str.join(sep, items)`: refuse to mutate
-        # read-only ctx containers and route the call through the bound guards.
         def unbound(self_, *args, **kwargs):
             if name in MUTATORS and isinstance(self_, (FrozenDict, FrozenList)):
                 raise TypeError("ctx is read-only")
-            if not isinstance(self_, obj):
-                return value(self_, *args, **kwargs)  # let the method raise its own TypeError
-            return g_attr(self_, name)(*args, **kwargs)
+            if not isinstance(self_, obj) or name not in SIZE_GUARDED_ATTRS:
+                return value(self_, *args, **kwargs)
+            return g_call(self_, name, *args, **kwargs)
         return unbound
-    guarded = _bound(obj, name, value)
-    return value if guarded is None else guarded
+    if name in SIZE_GUARDED_ATTRS and (isinstance(obj, (str, bytes)) or (name == "extend" and isinstance(obj, list))):
+        return lambda *args, **kwargs: g_call(obj, name, *args, **kwargs)
+    return value
 
 
 def g_star(value):
@@ -632,7 +657,8 @@ _DICTS.add(FrozenDict)
 def freeze(value):
     """Deep copy of `value` into read-only containers (dict -> FrozenDict, list -> FrozenList,
     set -> frozenset); scalars are shared, other objects deep-copied."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
+    t = type(value)
+    if t is str or t is int or t is float or t is bool or value is None:
         return value
     if isinstance(value, dict):
         return FrozenDict({k: freeze(v) for k, v in value.items()})
@@ -642,6 +668,8 @@ def freeze(value):
         return tuple(freeze(v) for v in value)
     if isinstance(value, (set, frozenset)):
         return frozenset(freeze(v) for v in value)
+    if isinstance(value, (str, int, float)):
+        return value
     return copy.deepcopy(value)
 
 

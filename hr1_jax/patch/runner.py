@@ -116,17 +116,15 @@ def _scrub_nb(nb: dict) -> str:
     return why
 
 
-def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = 0.05, line_budget: int = 2000,
-              frozen_ctx: FrozenDict | None = None) -> HookOutcome:
-    """Run one hook and report what happened. `frozen_ctx` lets callers freeze ctx once for
-    several hooks of the same call site (it is read-only, so sharing is safe)."""
+def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = 0.05,
+              line_budget: int = 2000) -> HookOutcome:
+    """Run one hook on a fresh read-only copy of ctx and report what happened."""
     start = time.perf_counter()
     if hook_name not in HOOK_NAMES:
         return HookOutcome(hook_name, "error", None, f"unknown hook name {hook_name!r}", 0.0)
     if not isinstance(nb, dict):
         return HookOutcome(hook_name, "error", None, "nb must be a dict", 0.0)
-    if frozen_ctx is None:
-        frozen_ctx = freeze(ctx) if isinstance(ctx, dict) else FrozenDict()
+    frozen_ctx = freeze(ctx) if isinstance(ctx, dict) else FrozenDict()
     status, raw, error = _invoke(fn, frozen_ctx, nb, time_budget_s, line_budget)
     result = None
     if status == "ok":

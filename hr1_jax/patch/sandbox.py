@@ -8,7 +8,7 @@ literals) and additionally rejects attribute names that reach frames or code obj
 
 The checked tree is then rewritten so that size-changing operations go through the guards of
 `guards.py` (`a * b` -> `_g_mul(a, b)`, f-strings -> `_g_fstr([...])`, `s.join` ->
-`_g_attr(s, 'join')`, ...). The inserted names start with `_`, which hook source may not use,
+`_g_call(s, 'join', xs)`, ...). The inserted names start with `_`, which hook source may not use,
 so hooks cannot reach or rebind them.
 """
 from __future__ import annotations
@@ -43,8 +43,10 @@ FORBIDDEN_NODES = (
     ast.Yield, ast.YieldFrom,
 ) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 # Beyond the reference: attributes of frames, generators, coroutines, tracebacks and code
-# objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore).
-FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^mro$")
+# objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore), `mro`
+# (reaches `object`), and the Match attributes `re` / `expand` (a raw Pattern or template
+# expansion would bypass the size guards of the `re` stand-in).
+FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand)$")
 ALFWORLD_INSTANCE_ACTION_RE = re.compile(
     r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
     re.IGNORECASE,
@@ -175,11 +177,26 @@ def _as_load(target: ast.expr) -> ast.expr:
     raise HookCompileError("hook_syntax", "unsupported augmented assignment target")
 
 
+def _is_safe_replace(node: ast.Call) -> bool:
+    """`s.replace('x', 'y')` with literal args that cannot grow s needs no guard (hot in hooks)."""
+    a = node.args
+    return (len(a) == 2 and not node.keywords and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in a)
+            and 1 <= len(a[0].value) and len(a[1].value) <= len(a[0].value))
+
+
+def _is_type_name(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in guards.TYPE_NAMES
+
+
 class _GuardRewriter(ast.NodeTransformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
         name = _BINOP_GUARDS.get(type(node.op))
-        return ast.copy_location(_call(name, node.left, node.right), node) if name else node
+        if not name:
+            return node
+        if isinstance(node.op, ast.Add) and (isinstance(node.left, ast.Constant) or isinstance(node.right, ast.Constant)):
+            return node  # a literal operand (<= 700 chars) only grows the result linearly per line
+        return ast.copy_location(_call(name, node.left, node.right), node)
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
@@ -191,8 +208,31 @@ class _GuardRewriter(ast.NodeTransformer):
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and node.attr in guards.GUARDED_ATTRS:
+        if isinstance(node.ctx, ast.Load) and (
+                node.attr in guards.SIZE_GUARDED_ATTRS
+                or (node.attr in guards.TYPE_GUARDED_ATTRS and _is_type_name(node.value))):
             return ast.copy_location(_call("_g_attr", node.value, ast.Constant(node.attr)), node)
+        return node
+
+    def visit_Call(self, node):
+        f = node.func
+        direct = (isinstance(f, ast.Attribute) and f.attr in guards.SIZE_GUARDED_ATTRS
+                  and not _is_type_name(f.value))
+        if direct and f.attr == "replace" and _is_safe_replace(node):
+            direct = False
+            node.func = ast.Attribute(value=self.visit(f.value), attr=f.attr, ctx=ast.Load())
+            node.args = [self.visit(a) for a in node.args]
+        elif direct:
+            # obj.join(xs) -> _g_call(obj, 'join', xs): one checked call, no bound-method wrapper.
+            node = ast.copy_location(ast.Call(
+                func=ast.Name(id="_g_call", ctx=ast.Load()),
+                args=[self.visit(f.value), ast.Constant(f.attr)] + [self.visit(a) for a in node.args],
+                keywords=[self.visit(k) for k in node.keywords]), node)
+        else:
+            self.generic_visit(node)
+        for kw in node.keywords:
+            if kw.arg is None:
+                kw.value = _call("_g_star", kw.value)
         return node
 
     def visit_JoinedStr(self, node):
@@ -216,18 +256,11 @@ class _GuardRewriter(ast.NodeTransformer):
         node.values = [_call("_g_star", v) if k is None else v for k, v in zip(node.keys, node.values)]
         return node
 
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        for kw in node.keywords:
-            if kw.arg is None:
-                kw.value = _call("_g_star", kw.value)
-        return node
-
 
 _GUARD_GLOBALS = {
     "_g_add": guards.g_add, "_g_iadd": guards.g_iadd, "_g_mul": guards.g_mul,
     "_g_imul": guards.g_imul, "_g_pow": guards.g_pow, "_g_lshift": guards.g_lshift,
-    "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr,
+    "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr, "_g_call": guards.g_call,
     "_g_fv": guards.g_fv, "_g_fstr": guards.g_fstr, "_g_star": guards.g_star,
 }
 

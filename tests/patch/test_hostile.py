@@ -40,6 +40,8 @@ CASES = [
     ("frame_globals_attr", _h("x = ctx.f_globals\nreturn None"), COMPILE),
     ("traceback_frame", _h("try:\n    1 / 0\nexcept Exception as e:\n    t = e.tb_frame\nreturn None"), COMPILE),
     ("code_object", _h("c = hook.co_code\nreturn None"), COMPILE),
+    ("match_pattern", _h("m = re.match('a', 'a')\nreturn {'message': m.re.sub('', 'y' * 600, 'x' * 50000)}"), COMPILE),
+    ("match_expand", _h("m = re.match('(a)', 'a')\nreturn {'message': m.expand('\\\\1' * 600)}"), COMPILE),
     ("underscore_name", _h("_x = 1\nreturn None"), COMPILE),
     # --- forbidden builtins and reflection
     ("getattr", _h("return getattr(ctx, 'get')('x')"), COMPILE),
@@ -242,6 +244,20 @@ def test_ctx_mutations_are_contained_and_never_leak():
     fn = compile_hook(_h("c = ctx.copy()\nc['x'] = 1\nc['state'] = 2\nreturn {'message': str(len(c))}"), "webshop")
     assert run_hook(fn, ctx, {}, "make_pre_hint") == {"message": "3"}
     assert repr(ctx) == snapshot
+
+
+def test_aliased_unbound_mutator_cannot_reach_caller_or_next_hook():
+    from hr1_jax.patch import compile_patch
+    patch = {"benchmark": "webshop", "description": "", "actions": [
+        {"type": "add_code_hook", "hook": "make_pre_hint",
+         "code": "def hook(ctx, nb):\n    d = dict\n    d.update(ctx, {'x': 1})\n    return {'message': str(ctx.get('x'))}"},
+        {"type": "add_code_hook", "hook": "make_pre_hint",
+         "code": "def hook(ctx, nb):\n    return {'message': str(ctx.get('x'))}"}]}
+    ctx = {"a": 1}
+    outcomes = compile_patch(patch, "webshop").call("make_pre_hint", ctx, {})
+    # The first hook only changed its private copy; the second hook and the caller never see it.
+    assert [o.result for o in outcomes] == [{"message": "1"}, {"message": "None"}]
+    assert ctx == {"a": 1}
 
 
 def test_budget_stops_hook_in_worker_thread():

@@ -1,0 +1,124 @@
+"""Patch protocol costs: hook call overhead and per-patch validation time (medians).
+
+    .venv/bin/python benchmarks/bench_patch.py [--calls 2000] [--repeats 5]
+
+* hook call overhead: the demo WebShop `on_before_action` guard on its three stored replay
+  states, and the Harness-R1 ALFWorld `on_post_step` stage machine on a typical ALFWorld ctx;
+  µs per call through `run_hook` and through `CompiledPatch.call`, next to a bare call of the
+  same compiled function without budgets (what the sandbox's tracer, ctx copy and guards cost);
+* validation: parse + normalise + sandbox-compile of a full engineer response built from each
+  of the 25 reference patches (`parse_response`), and `compile_patch` on the parsed patch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hr1_jax.patch import build_response, compile_patch, parse_response, run_hook  # noqa: E402
+from hr1_jax.patch.guards import freeze  # noqa: E402
+
+REF = REPO / "tests" / "data" / "reference_patches"
+
+ALFWORLD_CTX = {
+    "observation": "You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 2, and a mug 1.",
+    "admissible": ["take apple 1 from countertop 1", "take knife 2 from countertop 1", "take mug 1 from countertop 1",
+                   "go to fridge 1", "go to microwave 1", "go to sinkbasin 1", "inventory", "look"],
+    "output": "go to countertop 1", "step": 4, "max_step": 50, "remaining_steps": 46,
+    "action": {"raw": "go to countertop 1", "normalized": "go to countertop 1", "final_action": "go to countertop 1",
+               "in_admissible": True},
+    "state": {"nothing_happens_count": 0, "repeated_observation_count": 1, "repeated_action_count": 1,
+              "invalid_action_count": 0, "remaining_steps": 46},
+    "task": {"task_type": "pick_heat_then_place_in_recep", "target_type": "apple", "destination_type": "fridge"},
+    "predicates": {"action_not_admissible": False, "nothing_happens_repeated": False,
+                   "same_observation_repeated": False, "same_action_repeated": False, "remaining_steps_low": False},
+    "history": {"last_actions": ["go to cabinet 1", "go to countertop 1"],
+                "last_observations": ["The cabinet 1 is closed.", "You arrive at countertop 1."]},
+    "world": {"current_location": "countertop 1", "inventory": [], "object_at": {"apple 1": "countertop 1"},
+              "visited": ["cabinet 1", "countertop 1"], "unvisited": ["fridge 1", "microwave 1"],
+              "target_found": True, "target_location": "countertop 1", "placed_count": 0, "placed_items": [],
+              "placed_locations": [], "lamp_location": ""},
+}
+
+
+def per_call_us(fn, calls: int, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls: int, repeats: int) -> None:
+    compiled = compile_patch(patch, patch["benchmark"])
+    (fn,) = compiled.hooks[hook_name]
+    frozen = [freeze(c) for c in ctxs]
+    i = 0
+
+    def via_run_hook():
+        nonlocal i
+        i += 1
+        run_hook(fn, ctxs[i % len(ctxs)], {}, hook_name)
+
+    def via_compiled():
+        nonlocal i
+        i += 1
+        compiled.call(hook_name, ctxs[i % len(ctxs)], {})
+
+    def bare():
+        nonlocal i
+        i += 1
+        fn(frozen[i % len(frozen)], {})
+
+    print(f"{label}:")
+    print(f"  run_hook             {per_call_us(via_run_hook, calls, repeats):8.1f} us/call (median of {repeats})")
+    print(f"  CompiledPatch.call   {per_call_us(via_compiled, calls, repeats):8.1f} us/call")
+    print(f"  bare call (no budget){per_call_us(bare, calls, repeats):8.1f} us/call")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+
+    demo = json.loads((REF / "demo/artifacts/patch.json").read_text())
+    states = json.loads((REF / "demo/artifacts/replay_states.json").read_text())["scenarios"]
+    bench_hook("webshop demo on_before_action (3 replay states)", demo, "on_before_action",
+               [s["ctx"] for s in states], args.calls, args.repeats)
+    alf = json.loads((REF / "examples/heldout_generalization/harness-r1/seed20260721/alfworld.json").read_text())
+    bench_hook("alfworld harness-r1 seed20260721 on_post_step", alf, "on_post_step", [ALFWORLD_CTX],
+               args.calls, args.repeats)
+
+    files = sorted(p for p in REF.rglob("*.json") if "actions" in json.loads(p.read_text()))
+    parse_ms, compile_ms = [], []
+    for path in files:
+        patch = json.loads(path.read_text())
+        text = build_response(patch, "prefill_think_patch")
+        runs_p, runs_c = [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            norm = parse_response(text, patch["benchmark"], "prefill_think_patch")
+            t1 = time.perf_counter()
+            compile_patch(norm, norm["benchmark"])
+            t2 = time.perf_counter()
+            runs_p.append((t1 - t0) * 1e3)
+            runs_c.append((t2 - t1) * 1e3)
+        parse_ms.append(statistics.median(runs_p))
+        compile_ms.append(statistics.median(runs_c))
+    print(f"validation over {len(files)} reference patches (median per patch; max):")
+    print(f"  parse+normalise+compile (parse_response)  {statistics.median(parse_ms):7.2f} ms  (max {max(parse_ms):.2f})")
+    print(f"  compile_patch of the parsed patch         {statistics.median(compile_ms):7.2f} ms  (max {max(compile_ms):.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
