@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import os
 import re
 import string
 import threading
@@ -44,6 +45,26 @@ class HookTimeout(HookBudgetExceeded):
 
 class HookMemoryError(HookBudgetExceeded):
     pass
+
+
+class _Rss:
+    """Resident set size of this process in bytes (Linux /proc; None elsewhere). The descriptor
+    is reopened after a fork, where /proc/self would still name the parent."""
+    fd = None
+    pid = None
+
+    @classmethod
+    def read(cls) -> int | None:
+        try:
+            if cls.pid != os.getpid():
+                cls.fd, cls.pid = os.open("/proc/self/statm", os.O_RDONLY), os.getpid()
+            return int(os.pread(cls.fd, 128, 0).split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+rss_bytes = _Rss.read
 
 
 class CallBudget:
@@ -430,6 +451,60 @@ class SafeStr(str, metaclass=_StrMeta):
             return str(obj, *args, **kwargs)
         _check_repr(obj, "str()")
         return str(obj)
+
+
+class _TypeMeta(type):
+    """`isinstance(v, list)` etc. keep working when `list` is the checked stand-in below."""
+
+    def __instancecheck__(cls, inst):
+        return isinstance(inst, cls.__bases__[0])
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.__bases__[0])
+
+
+def _materialize(iterable, what: str):
+    """Items of `iterable` after charging their count (at most MAX_SEQ + 1 are drawn)."""
+    n = _len(iterable)
+    if n is None:
+        iterable = list(itertools.islice(iterable, MAX_SEQ + 1))
+        n = len(iterable)
+    _charge(n, what)
+    return iterable
+
+
+def _safe_container(real):
+    def __new__(cls, *args, **kwargs):
+        if args:
+            args = (_materialize(args[0], f"{real.__name__}()"),) + args[1:]
+        if kwargs:
+            _charge(len(kwargs), f"{real.__name__}()")
+        return real(*args, **kwargs)
+    return _TypeMeta(f"Safe{real.__name__.title()}", (real,), {"__new__": __new__, "__slots__": ()})
+
+
+# Stand-ins for the copying constructors: `list(map(list, [r] * 10**5))` would otherwise copy
+# 10**10 items inside one C call. Never instantiated (__new__ returns the real type).
+SafeList = _safe_container(list)
+SafeTuple = _safe_container(tuple)
+SafeSet = _safe_container(set)
+SafeDict = _safe_container(dict)
+
+
+def g_sorted(iterable, *args, **kwargs):
+    return sorted(_materialize(iterable, "sorted()"), *args, **kwargs)
+
+
+def g_zip(*iterables, **kwargs):
+    # zip(*[big] * n) builds n-tuples: bound the item count n * len before C does the work.
+    lens = [_len(it) for it in iterables]
+    if len(iterables) > 2:
+        sized = [n for n in lens if n is not None]
+        if len(sized) < len(lens) and len(iterables) > 8:
+            raise HookMemoryError("zip() of more than 8 unsized iterables")
+        if sized:
+            _charge(len(iterables) * min(sized), "zip()")
+    return zip(*iterables, **kwargs)
 
 
 def g_range(*args):

@@ -5,7 +5,8 @@ reference used SIGALRM, i.e. the main thread only):
 * wall clock: checked on every traced call and line event;
 * lines: "line" events of every traced frame (hook, helpers and library code they call);
 * call depth: deep recursion stops at MAX_CALL_DEPTH frames;
-* memory: the AST guards of `guards.py` (per-object caps and a per-call allocation budget).
+* memory: the AST guards of `guards.py` (per-object caps and a per-call allocation budget),
+  plus a sampled check of the process's resident memory as a safety net;
 All stop signals derive from BaseException, so hook-level `except Exception` cannot swallow
 them. `ctx` is deep-copied into read-only containers; `nb` is the caller's dict and keeps
 partial writes, but after each call it must hold plain data of bounded size (offending keys are
@@ -28,6 +29,8 @@ ALLOWED_EFFECT_KINDS = {
 MAX_RETURN_TEXT_CHARS = 900
 MAX_SKILLS = 5
 MAX_CALL_DEPTH = 100
+RSS_CHECK_EVERY_MASK = 31          # sample process memory every 32 traced lines
+MAX_RSS_GROWTH = 256 * 2**20        # bytes a single hook call may add to the process
 NB_SIZE_LIMIT = 1_000_000  # units: string chars + container slots
 MAX_ERROR_CHARS = 300
 
@@ -60,6 +63,7 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
     deadline = perf() + max(0.001, float(time_budget_s))
     lines = 0
     depth = 0
+    rss0 = guards.rss_bytes()
 
     def local(frame, event, arg):
         nonlocal lines, depth
@@ -69,6 +73,11 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
                 raise HookTimeout(f"line budget of {line_budget} exceeded")
             if perf() > deadline:
                 raise HookTimeout(f"wall-clock budget of {time_budget_s}s exceeded")
+            if not lines & RSS_CHECK_EVERY_MASK and rss0 is not None:
+                # Safety net for copies no guard sees (slices, .copy() in loops, ...).
+                grown = (guards.rss_bytes() or rss0) - rss0
+                if grown > MAX_RSS_GROWTH:
+                    raise HookMemoryError(f"process memory grew by {grown >> 20} MiB during the hook")
         elif event == "return":
             depth -= 1
         return local

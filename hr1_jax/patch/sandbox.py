@@ -268,7 +268,9 @@ _GUARD_GLOBALS = {
 def _safe_builtins() -> dict:
     import builtins
     out = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
-    out.update(str=guards.SafeStr, range=guards.g_range, round=guards.g_round, sum=guards.g_sum)
+    out.update(str=guards.SafeStr, list=guards.SafeList, tuple=guards.SafeTuple, set=guards.SafeSet,
+               dict=guards.SafeDict, sorted=guards.g_sorted, zip=guards.g_zip, range=guards.g_range,
+               round=guards.g_round, sum=guards.g_sum)
     return out
 
 

@@ -148,6 +148,13 @@ CASES = [
     ("star_unpack", _h("l = [0] * 900000\nx = [*l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l, *l]"),
      {"memory", "timeout"}),
     ("alloc_budget", _h("keep = []\nfor i in range(200):\n    keep.append('x' * 900000)"), {"memory"}),
+    ("map_list_copies", _h("r = range(100000)\nl = list(map(list, [r] * 100000))"), {"memory", "timeout"}),
+    ("map_sorted_copies", _h("r = list(range(100000))\nl = list(map(sorted, [r] * 100000))"), {"memory", "timeout"}),
+    ("zip_star", _h("r = range(100000)\nl = list(zip(*[r] * 100000))"), {"memory", "timeout"}),
+    ("dict_copies", _h("d = dict(zip(range(100000), range(100000)))\nl = list(map(dict, [d] * 100000))"),
+     {"memory", "timeout"}),
+    ("slice_copies", _h("l = [0] * 1000000\nkeep = []\nfor i in range(1000):\n    keep.append(l[:])"),
+     {"memory", "timeout"}),
     # --- catastrophic regex
     ("regex_nested", _h("return {'message': str(re.match('(a+)+$', 'a' * 40 + 'b'))}"), {"memory"}),
     ("regex_alternation", _h("return {'message': str(re.search('(a|aa)*c', 'a' * 60))}"), {"memory"}),
@@ -300,3 +307,12 @@ def test_concurrent_threads_keep_separate_budgets():
     assert results["slow"].status == "timeout"
     for k in range(3):
         assert results[k] == [{"message": "ok"}] * 50
+
+
+def test_memory_net_stops_unguarded_copies_in_a_loop():
+    # Slices are not rewritten; the sampled resident-memory check stops the loop instead.
+    fn = compile_hook(_h("l = [0] * 1000000\nkeep = []\nfor i in range(1000):\n    keep.append(l[:])"), "webshop")
+    before = _rss_bytes()
+    outcome = call_hook(fn, {}, {}, "make_pre_hint", time_budget_s=60, line_budget=10**6)
+    assert outcome.status == "memory" and "process memory grew" in outcome.error, outcome
+    assert _rss_bytes() - before < 200 * 2**20  # the copies were released with the hook's frame
