@@ -91,7 +91,7 @@ def main() -> int:
         from hr1_jax.patch import compile_patch
         files = [REF / "examples" / "webshop_patch.json", REF / "demo" / "artifacts" / "patch.json"] + \
             sorted((REF / "examples" / "heldout_generalization").glob("*/seed*/webshop.json"))
-        print(f"\n{'patch':<62} {'reward':>15} {'success':>11} {'hook calls':>10} {'exc.':>7}")
+        print(f"\n{'patch':<75} {'reward':>15} {'success':>11} {'hook calls':>10} {'exc.':>7}")
         for path in files:
             patch = compile_patch(json.loads(path.read_text()), "webshop")
             patched = [r for r, _ in run_batch(env, tasks, cfg, args.seed, patch)]
@@ -99,7 +99,7 @@ def main() -> int:
             exc = sum(r.counts["hook_errors"] + r.counts["hook_timeouts"] for r in patched)
             pm = statistics.mean(r.reward for r in patched)
             ps = sum(r.success for r in patched)
-            print(f"{str(path.relative_to(REF)):<62} {mean:.3f}->{pm:.3f} {succ:>4}->{ps:<4} {calls:>10} "
+            print(f"{str(path.relative_to(REF)):<75} {mean:.3f}->{pm:.3f} {succ:>4}->{ps:<4} {calls:>10} "
                   f"{exc / max(calls, 1):>7.2%}")
     return 0
 

@@ -294,11 +294,20 @@ class Catalog:
     def search(self, keywords: str, top_n: int = 50) -> list[dict]:
         return [self.product(i) for i in self.index.top(keywords, top_n)]
 
-    def products_of_goal(self, goal: Goal) -> list[dict]:
-        """The goal product and its distractors (for tests and the scripted agent's oracle)."""
+    def _pids_of_goal(self, goal: Goal) -> range:
         start = self._first_pid[goal.file_index]
         end = self._first_pid[goal.file_index + 1] if goal.file_index + 1 < len(self._first_pid) else len(self._plans)
-        return [self.product(pid) for pid in range(start, end)]
+        return range(start, end)
+
+    def products_of_goal(self, goal: Goal) -> list[dict]:
+        """The goal product and its distractors (full records)."""
+        return [self.product(pid) for pid in self._pids_of_goal(goal)]
+
+    def listing_of_goal(self, goal: Goal) -> list[dict]:
+        """asin / kind / Title / Price of the goal product and its distractors, without
+        materialising the records (the scripted agent's oracle)."""
+        return [{"asin": p.asin, "kind": p.kind, "Title": p.title, "Price": p.price}
+                for p in (self._plans[pid] for pid in self._pids_of_goal(goal))]
 
     @functools.cached_property
     def prices_sha256(self) -> str:

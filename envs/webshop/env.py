@@ -130,12 +130,9 @@ class WebShopEnv(Environment):
         payload = {"instruction": goal.instruction_text, "goal_index": goal_index,
                    "goal_seed": self.goal_seed, "catalog_seed": self.catalog_seed,
                    "env_version": self.env_version, "webshop_task_manifest": manifest}
-        products = self.catalog.products_of_goal(goal)
-        oracle = {"goal": goal.as_dict(),
-                  "goal_title": products[0]["Title"],
-                  "goal_price": products[0]["Price"],
-                  "distractors": [{"asin": p["asin"], "kind": p["kind"], "Title": p["Title"],
-                                   "Price": p["Price"]} for p in products[1:]]}
+        listing = self.catalog.listing_of_goal(goal)
+        oracle = {"goal": goal.as_dict(), "goal_title": listing[0]["Title"],
+                  "goal_price": listing[0]["Price"], "distractors": listing[1:]}
         return Task(benchmark=BENCHMARK, split=split, task_id=goal_index if task_id is None else task_id,
                     payload=payload, oracle=oracle)
 
