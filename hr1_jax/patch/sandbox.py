@@ -201,8 +201,8 @@ class _GuardRewriter(ast.NodeTransformer):
     def visit_AugAssign(self, node):
         self.generic_visit(node)
         name = _AUG_GUARDS.get(type(node.op))
-        if not name:
-            return node
+        if not name or (isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant)):
+            return node  # `n += 1`, `s += '.'`: linear growth per line, left native
         value = _call(name, _as_load(node.target), node.value)
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
 
