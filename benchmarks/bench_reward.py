@@ -39,6 +39,11 @@ PRE_HINT = """def hook(ctx, nb):
         return {"message": %s}
     return None
 """
+BLOCK = """def hook(ctx, nb):
+    if ctx["predicates"]["commit_before_sql"]:
+        return {"kind": "block_and_prompt", "message": "Execute SQL against the table before committing."}
+    return None
+"""
 POST_HINT = """def hook(ctx, nb):
     if ctx["predicates"]["last_result_error"]:
         return {"kind": "inject_hint", "message": %s}
@@ -52,6 +57,8 @@ def group_texts() -> list[str]:
         patch = {"benchmark": "dbbench", "description": "general schema and retry hints",
                  "actions": [{"type": "add_code_hook", "hook": "make_pre_hint", "code": PRE_HINT % json.dumps(hint)},
                              {"type": "add_code_hook", "hook": "on_post_step", "code": POST_HINT % json.dumps(hint)}]}
+        if i % 2 == 0:  # half of the patches also block committing before any SQL
+            patch["actions"].append({"type": "add_code_hook", "hook": "on_before_action", "code": BLOCK})
         text = f"- pattern {i}\n</think>\n<patch>{json.dumps(patch)}</patch>"
         texts += [text] * (6 if i < 4 else 2)          # 4*6 + 2*2 = 28 valid responses
     texts += ["I am not sure.", "<patch>{not json}</patch>", "</think><patch>{\"benchmark\": \"dbbench\"}</patch>",
@@ -81,7 +88,7 @@ def main(argv=None) -> int:
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
           f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}")
     print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'warm_s':>7} {'no_dedupe_s':>11} {'evals':>5} "
-          f"{'dedupe_saving':>13} {'mean_reward':>11}")
+          f"{'dedupe_saving':>13} {'mean_score':>10}")
     for n in [int(x) for x in args.workers.split(",")]:
         t0 = time.perf_counter()
         pool = WorkerPool(c, num_workers=n)
@@ -110,7 +117,7 @@ def main(argv=None) -> int:
             pool.close()
         med = statistics.median
         print(f"{n:>7} {startup:>9.2f} {med(cold):>7.2f} {med(warm):>7.3f} {med(nodedupe):>11.2f} {evals:>5} "
-              f"{1 - med(cold) / med(nodedupe):>12.0%} {statistics.fmean(scores):>11.3f}")
+              f"{1 - med(cold) / med(nodedupe):>12.0%} {statistics.fmean(scores):>10.3f}")
     return 0
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import json
 import multiprocessing
 import os
 import queue
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -62,6 +64,7 @@ def _worker_main(conn, config_dict: dict) -> None:
     config = ml_collections.ConfigDict(config_dict) if config_dict else None
     envs: dict = {}
     task_index: dict = {}
+    compiled: dict = {}
     while True:
         try:
             job = conn.recv()
@@ -84,12 +87,18 @@ def _worker_main(conn, config_dict: dict) -> None:
                     raise _FatalJobError(f"{key}/{job['split']} has no tasks {missing}")
                 patch = None
                 if job.get("patch"):
-                    from hr1_jax.patch import compile_patch, normalize_options
-                    pc = config.patch_protocol if config is not None else None
-                    patch = compile_patch(job["patch"], env.benchmark,
-                                          time_budget_s=pc.time_budget_s if pc else 0.05,
-                                          line_budget=pc.line_budget if pc else 2000,
-                                          **(normalize_options(pc) if pc else {}))
+                    patch_key = (env.benchmark, json.dumps(job["patch"], sort_keys=True))
+                    patch = compiled.get(patch_key)
+                    if patch is None:  # one patch is rerun task by task: compile it once
+                        from hr1_jax.patch import compile_patch, normalize_options
+                        pc = config.patch_protocol if config is not None else None
+                        patch = compile_patch(job["patch"], env.benchmark,
+                                              time_budget_s=pc.time_budget_s if pc else 0.05,
+                                              line_budget=pc.line_budget if pc else 2000,
+                                              **(normalize_options(pc) if pc else {}))
+                        if len(compiled) >= 64:
+                            compiled.pop(next(iter(compiled)))
+                        compiled[patch_key] = patch
             except _FatalJobError:
                 raise
             except Exception as e:
@@ -188,6 +197,8 @@ class WorkerPool:
         self._pending: collections.deque[_Job] = collections.deque()
         self._ids = itertools.count()
         self._closed = False
+        self._wake_r, self._wake_w = socket.socketpair()  # submit() wakes the dispatcher at once
+        self._wake_r.setblocking(False)
         self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
                       "timeouts": 0}
         self._workers = [self._start_worker() for _ in range(self.num_workers)]
@@ -201,7 +212,14 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("pool is closed")
             self._pending.append(_Job(handle, list(spec.task_ids)))
+        self._wake()
         return handle
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, OSError):
+            pass
 
     def run(self, spec: JobSpec) -> list[dict]:
         return self.submit(spec).collect()
@@ -219,6 +237,7 @@ class WorkerPool:
             if self._closed:
                 return
             self._closed = True
+        self._wake()
         self._thread.join(timeout=30)
         for w in self._workers:
             try:
@@ -229,6 +248,8 @@ class WorkerPool:
             w.proc.join(timeout=5)
             if w.proc.is_alive():
                 self._kill(w)
+        self._wake_r.close()
+        self._wake_w.close()
 
     def __enter__(self):
         return self
@@ -350,9 +371,16 @@ class WorkerPool:
                                 w.job = job
                                 self._replace(w, "worker pipe closed")
                     busy = {w.conn: w for w in self._workers if w.job is not None}
-                ready = wait_connections(list(busy), timeout=0.05) if busy else (time.sleep(0.02) or [])
+                ready = wait_connections(list(busy) + [self._wake_r], timeout=0.2)
+                if self._wake_r in ready:
+                    try:
+                        self._wake_r.recv(4096)
+                    except (BlockingIOError, OSError):
+                        pass
                 with self._lock:
                     for conn in ready:
+                        if conn is self._wake_r:
+                            continue
                         w = busy[conn]
                         if w not in self._workers:
                             continue
