@@ -194,7 +194,8 @@ class ModelConfig:
         elif not layer_types:
             n = d.get("full_attention_interval", 4)
             layer_types = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in range(n_layers)]
-        tie = d.get("tie_word_embeddings", top.get("tie_word_embeddings", False))
+        # The VLM wrapper's top-level flag is the one transformers applies to the LM head.
+        tie = top.get("tie_word_embeddings", d.get("tie_word_embeddings", False))
         fields = dict(
             family=family, vocab_size=d["vocab_size"], hidden_size=d["hidden_size"],
             intermediate_size=d["intermediate_size"], num_layers=n_layers,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 from collections.abc import Callable, Iterator
 
@@ -65,6 +66,9 @@ def _regex(template: str) -> re.Pattern:
 
 _COMPILED = [(_regex(hf), hf, _regex(ours), ours, tf) for hf, ours, tf in KEY_MAP]
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                   "added_tokens.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
+                   "tokenizer.model")
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F64": np.float64,
               "I64": np.int64, "I32": np.int32}
 
@@ -201,8 +205,13 @@ def _hf_tensors(model: CausalLM) -> dict[str, np.ndarray]:
     return out
 
 
-def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_bytes: int = 5 << 30) -> None:
-    """Write `config.json` + safetensors (sharded with an index above `max_shard_bytes`)."""
+def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_bytes: int = 5 << 30,
+                       copy_tokenizer_from: str | None = None) -> None:
+    """Write `config.json` + safetensors (sharded with an index above `max_shard_bytes`), and copy
+    the tokenizer / generation files of `copy_tokenizer_from` (e.g. the source checkpoint) so the
+    folder is directly usable by transformers or vLLM."""
+    if cfg.layer_types != model.cfg.layer_types or cfg.vocab_size != model.cfg.vocab_size:
+        raise CheckpointError("save_hf_checkpoint: cfg does not describe this model")
     from safetensors.numpy import save_file  # only export needs it
 
     os.makedirs(path, exist_ok=True)
@@ -228,7 +237,10 @@ def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_b
         total = sum(t.nbytes for t in tensors.values())
         with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
-    hf = cfg.to_hf_dict()
-    hf["dtype"] = cfg.param_dtype
     with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(hf, f, indent=2)
+        json.dump(cfg.to_hf_dict(), f, indent=2)
+    if copy_tokenizer_from:
+        for name in TOKENIZER_FILES:
+            src = os.path.join(copy_tokenizer_from, name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(path, name))

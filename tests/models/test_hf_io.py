@@ -12,7 +12,7 @@ from flax import nnx
 from safetensors.numpy import load_file, save_file
 
 from hr1_jax.config import ConfigError
-from hr1_jax.models import ModelConfig, build_model, load_hf_checkpoint, save_hf_checkpoint
+from hr1_jax.models import ModelConfig, config as models_config, build_model, load_hf_checkpoint, save_hf_checkpoint
 from hr1_jax.models.hf_io import CheckpointError, hf_key_to_path
 from tests.models import hf_fixtures as hf
 
@@ -41,7 +41,8 @@ def _hf_tensors(path):
 def test_load_save_load_is_bit_exact(kind, tmp_path):
     _, src = hf.cached_checkpoint(kind)
     model, cfg = load_hf_checkpoint(src)
-    save_hf_checkpoint(model, cfg, str(tmp_path))
+    save_hf_checkpoint(model, cfg, str(tmp_path), copy_tokenizer_from=src)
+    assert (tmp_path / "generation_config.json").exists()  # written by transformers, carried along
     again, cfg2 = load_hf_checkpoint(str(tmp_path))
     assert cfg2 == cfg
     a, b = _params(model), _params(again)
@@ -218,5 +219,15 @@ def test_config_dicts():
     assert c5.family == "qwen3_5_text" and c5.rotary_dim == 2 and c5.rope_theta == 1e7
     assert c5.layer_types == ("linear_attention",) * 3 + ("full_attention",)
     assert ModelConfig.from_hf_dict(c5.to_hf_dict()) == c5
+    # the experiment config section (random init)
+    section = models_config.defaults()
+    section.family = "qwen3_5_text"
+    section.num_layers = 8
+    c = ModelConfig.from_section(section)
+    assert c.layer_types[3] == c.layer_types[7] == "full_attention" and c.layer_types.count("full_attention") == 2
+    assert c.partial_rotary_factor == 0.25 and c.zero_centred_norms and c.gated_attention
+    section.family = "qwen3"
+    c = ModelConfig.from_section(section)
+    assert set(c.layer_types) == {"full_attention"} and c.rotary_dim == c.head_dim and not c.gated_attention
     with pytest.raises(ConfigError, match="rope_type"):
         ModelConfig.from_hf_dict(dict(old, rope_parameters={"rope_type": "yarn", "rope_theta": 1.0}))
