@@ -21,7 +21,6 @@ import re
 from envs.webshop import goals as goals_mod
 from envs.webshop.search import BM25Index
 
-DISTRACTOR_KINDS = ("attribute", "option", "price", "type")
 PRICE_RANGE = [10.0 * i for i in range(1, 100)]    # upstream goal.py
 
 SUBCATEGORIES = {

@@ -90,7 +90,6 @@ def _matches(req: str, option: str) -> bool:
 
 class WebShopEnv(Environment):
     benchmark: ClassVar[str] = BENCHMARK
-    display_name: ClassVar[str] = DISPLAY_NAME
     env_version: ClassVar[str] = "webshop-substitute-v1"
 
     def __init__(self, config=None):
@@ -173,10 +172,6 @@ class WebShopEnv(Environment):
 
     def _message(self, prefix: str, obs: str) -> str:
         return f"{prefix}{obs}\n\nAvailable Actions:\n{self.site.available_actions()}"
-
-    def current_observation_message(self) -> str:
-        """The user message re-showing the page after a turn with no executed action."""
-        return self._message("Observation:\n", self.site.observation())
 
     def action_from_tool_call(self, name: str, arguments: dict) -> Action | None:
         if name not in TOOL_TO_VERB or not isinstance(arguments, dict):

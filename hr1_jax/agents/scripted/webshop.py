@@ -105,7 +105,6 @@ class _View:
         self.actions: list[str] = []            # executed actions, in order
         self.obs = ""
         self.available = {"has_search_bar": False, "clickables": []}
-        self.obs_index = -1
         self.harness: list[tuple[int, str]] = []   # (message index, text) since the last observation
         self.blocked = 0                           # block texts since the last observation
         self.blocked_call: tuple[str, dict] | None = None   # the last tool call the harness blocked
@@ -146,7 +145,6 @@ class _View:
                 self.available = parsed
         except (ValueError, SyntaxError):
             self.available = {"has_search_bar": False, "clickables": []}
-        self.obs_index = i
         self.harness, self.blocked, self.blocked_call = [], 0, None
 
     @property
@@ -176,13 +174,6 @@ class _View:
                     price = 0.0
                 rows.append((p, parts[j + 1], price))
         return rows
-
-    def item_title(self) -> str:
-        parts = self.obs.split(SEP)
-        for j, p in enumerate(parts):
-            if p.startswith("Price: $") and j:
-                return parts[j - 1]
-        return ""
 
 
 class ScriptedAgent:
@@ -246,7 +237,7 @@ class ScriptedAgent:
     def chat(self, messages: list[dict], tools: list[dict]) -> dict:
         view = _View(messages)
         turn = sum(1 for m in messages if m.get("role") == "assistant")
-        name, args, thought = self._decide(view, self._standing_kinds(messages, tools), turn, len(messages))
+        name, args, thought = self._decide(view, self._standing_kinds(messages, tools), len(messages))
         if name is None:
             return {"role": "assistant", "content": thought, "tool_calls": []}
         call = {"id": f"call_{turn}", "type": "function",
@@ -254,7 +245,7 @@ class ScriptedAgent:
         return {"role": "assistant", "content": thought, "tool_calls": [call]}
 
     # --- policy ---------------------------------------------------------------------------------
-    def _decide(self, view: _View, standing: set[str], turn: int, n_msgs: int):
+    def _decide(self, view: _View, standing: set[str], n_msgs: int):
         if self._draw("text_only", n_msgs) < self.rates["text_only"]:
             return None, {}, "I should look for the product that matches the instruction."
         # Harness texts since the last observation: classified, each followed or not.
@@ -276,7 +267,7 @@ class ScriptedAgent:
         if page == "results":
             return self._on_results(view, careful, over_budget, followed)
         if page == "item":
-            return self._on_item(view, standing, followed, n_msgs)
+            return self._on_item(view, standing, followed)
         if page == "sub":
             return "click_action", {"value": "< prev"}, "Back to the product page."
         return None, {}, "The purchase is complete."
@@ -337,7 +328,7 @@ class ScriptedAgent:
                 return view.actions[j + 1:]
         return []
 
-    def _on_item(self, view: _View, standing: set[str], followed: set[str], n_msgs: int):
+    def _on_item(self, view: _View, standing: set[str], followed: set[str]):
         clickables = view.clickables
         since = self._since_product(view)
         visits = self._visits(view)
