@@ -51,3 +51,18 @@ def test_baseline_batches_metadata_and_resume(tmp_path):
     mtime = os.path.getmtime(root / "batch_000" / "results.jsonl")
     assert baseline_stage(c, str(tmp_path)) == 0  # resume: complete batches are not rerun
     assert os.path.getmtime(root / "batch_000" / "results.jsonl") == mtime
+
+
+def test_rollout_with_reference_patch_file_records_hook_events(tmp_path):
+    c = dbbench_config()
+    c.patch = os.path.join(REPO, "tests/data/reference_patches/examples/heldout_generalization/harness-r1/"
+                                 "seed20260720/dbbench.json")
+    assert rollout_stage(c, str(tmp_path)) == 0
+    rows = read_results(str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["patched"] and summary["hook_calls"] > 0 and summary["hook_errors"] == 0
+    assert summary["hook_calls"] == sum(len(r["hook_events"]) for r in rows)
+    events = [e for r in rows for e in r["hook_events"]]
+    assert {e["hook"] for e in events} == {"on_init", "make_pre_hint", "on_post_step", "on_before_action"}
+    assert all({"hook", "turn", "status", "effect", "error", "elapsed_s"} <= set(e) for e in events)
+    assert any(e["effect"] == "message" and e["applied"] for e in events)
