@@ -9,6 +9,14 @@ Results from it are always labelled "webshop (substitute)".
 Hook ctx (reference spec §4.1 field names) comes from the page-state tracker kept here: page
 type, clickables, search/back-to-search/duplicate counters, product stall turns, prices, the
 rule-based parse of the instruction (task type, required colour/size/material) and predicates.
+
+Deviations from the real WebShop, all forced by the missing product data:
+- ~60k synthetic products (goal + 3-4 near-duplicates per instruction) instead of 1.18M real
+  ones; goal attributes/options are parsed from the instruction by rules (`goals.py`) instead of
+  crowd labels, so the ctx requirement parse and the goal labels agree exactly.
+- Own BM25 over title/attributes/goal option values instead of Lucene over full product text.
+- Title nouns for r_type without spaCy (`reward.title_nouns`); single prices (no ranges); no reviews.
+- The task manifest payload adds `env_version` and `catalog_seed` (they define the catalog).
 """
 from __future__ import annotations
 
