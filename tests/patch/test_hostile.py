@@ -193,9 +193,12 @@ def test_hostile_case(name, code, expect):
     fn = compile_hook(code, "webshop")
     nb = {"keep": "me"}
     start = time.perf_counter()
-    outcome = call_hook(fn, {"state": {"x": 1}}, nb, hook_name)
+    # Cases that must trip the memory guard get a loose clock, so a loaded CI box cannot turn
+    # them into time-outs; the others run under the default 50 ms budget.
+    budget = 10.0 if expect == {"memory"} else 0.05
+    outcome = call_hook(fn, {"state": {"x": 1}}, nb, hook_name, time_budget_s=budget)
     assert outcome.status in expect, outcome
-    assert time.perf_counter() - start < 2.0, outcome
+    assert time.perf_counter() - start < 3.0, outcome
     if outcome.result is not None:
         text = outcome.result.get("message") or outcome.result.get("tool_hint")
         assert len(text) <= 900
