@@ -105,3 +105,14 @@ def test_sft_assistant_text_protocols():
     assert not pre.startswith("<think>") and "</think>" in pre and pre.endswith("</patch>")
     full = sft_assistant_text("- pattern", patch, "full_think_patch")
     assert full.startswith("<think>\n- pattern\n</think>") and json.dumps(patch) in full
+
+
+def test_summary_counts_and_webshop_substitute_note():
+    from hr1_jax.rollout.batches import format_table, summarize
+    from hr1_jax.rollout.pool import failed_episode
+    eps = episodes(range(3), overshoot=False) + [failed_episode("counter", "test", 3, 0, "endpoint down")]
+    s = summarize("counter", eps)
+    assert (s["n_tasks"], s["n_scored"], s["infra_errors"], s["mean_reward"], s["success_rate"]) == (4, 3, 1, 1.0, 1.0)
+    assert "note" not in s and "infra_errors=1" in format_table(eps, s)
+    web = summarize("webshop", eps)
+    assert "SUBSTITUTE" in web["note"] and "SUBSTITUTE" in format_table(eps, web)

@@ -57,6 +57,8 @@ def test_same_patch_twice_same_reward_second_is_cache_hit(setup):
     assert first.eval_status == "ok" and first.valid_patch and not first.cache_hit
     assert first.batch_size == 10 and first.hook_calls > 0 and first.hook_errors == 0
     assert first.score == pytest.approx(first.patched_average_reward - first.baseline_average_reward)
+    assert first.delta_pass_rate == pytest.approx((first.patched_pass - first.baseline_pass) / 10)
+    assert first.patched_average_reward == pytest.approx(sum(first.patched_rewards.values()) / 10)
     second = score_response(row, response(), ctx)
     assert second.cache_hit and second.score == first.score and ctx.counters["evaluations"] == 1
     # A fresh cache reruns and gets the same reward (deterministic scripted target).
@@ -119,3 +121,14 @@ def test_dead_endpoint_is_eval_failed_not_zero_and_not_cached(setup):
     assert "Connection refused" in r.reason or "failed after" in r.reason
     assert not any(f == "reward.json" for _, _, files in os.walk(cache / "dead") for f in files)
     assert ctx.counters["eval_failed"] == 1
+
+
+def test_delta_pass_rate_metric_is_a_separate_cache_entry(setup):
+    c, pool, row, cache = setup
+    c2 = copy.deepcopy(c)
+    c2.rollout.reward_metric = "delta_pass_rate"
+    avg = score_response(row, response(), RewardContext(c, pool=pool, cache_dir=str(cache / "m")))
+    ctx = RewardContext(c2, pool=pool, cache_dir=str(cache / "m"))
+    r = score_response(row, response(), ctx)
+    assert not r.cache_hit and r.cache_key != avg.cache_key and ctx.counters["evaluations"] == 1
+    assert r.reward_metric == "delta_pass_rate" and r.score == pytest.approx(r.delta_pass_rate)
