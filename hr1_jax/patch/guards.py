@@ -2,8 +2,9 @@
 
 The line budget of the tracer cannot see work done inside one C call (`'x' * 10**9`,
 `list(range(10**9))`, `10**10**8`, `','.join([s] * 10**6)`), so `sandbox.py` rewrites the risky
-operators, attribute calls and f-string fields of hook code into the checked helpers below, and
-hooks see size-capped replacements of `range`, `round`, `sum`, `str`, `math` and `re`.
+operators, method calls and f-string fields of hook code into the checked helpers below, and
+hooks see size-capped stand-ins for `range`, `round`, `sum`, `sorted`, `zip`, `str`, `list`,
+`tuple`, `set`, `dict`, `math` and `re` (the type stand-ins keep `isinstance` working).
 Every helper raises `HookMemoryError` (a BaseException, so hook-level `except Exception` cannot
 swallow it) before an oversized object is built. Allocations above `CHARGE_MIN` units are also
 charged to a per-call budget held in a thread-local set by the runner.
