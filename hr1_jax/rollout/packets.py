@@ -163,19 +163,22 @@ def trace_packet(bench: str, batches: list[tuple[int, list[dict]]], *, source: s
     cases = failure_cases(batches, threshold)
     chosen = select(cases, strategy, max_traces)
     name = {"webshop": "WebShop", "alfworld": "ALFWorld"}.get(bench, bench)
-    header = [f"# {name} no-harness failure traces",
-              "These traces are deterministic extracts of no-harness failures of the target agent. They carry no "
-              "debugger labels or diagnoses.", "", "## Scope", f"- benchmark: {bench}",
-              f"- source run: {sanitise(source) or '(unspecified)'}", f"- candidate failures: {len(cases)}",
-              f"- included traces: {{included}}", f"- selection strategy: {strategy}", "",
-              "## Instructions for Harness Engineer",
-              "- Infer recurring, general failure modes from these traces.",
-              "- Do not encode product ids, exact product names, task indices or answers"
-              + (", nor numbered instance ids such as \"sinkbasin 1\"." if bench == "alfworld" else "."),
-              "- Prefer auditable, general, typed actions.",
-              "- Use hard blocking only for clearly observable runtime conditions; otherwise prefer hints or skills.",
-              "", "## Failure Traces"]
-    body, used = [], approx_tokens("\n".join(header))
+
+    def header(included: int) -> list[str]:
+        return [f"# {name} no-harness failure traces",
+                "These traces are deterministic extracts of no-harness failures of the target agent. They carry no "
+                "debugger labels or diagnoses.", "", "## Scope", f"- benchmark: {bench}",
+                f"- source run: {sanitise(source) or '(unspecified)'}", f"- candidate failures: {len(cases)}",
+                f"- included traces: {included}", f"- selection strategy: {strategy}", "",
+                "## Instructions for Harness Engineer",
+                "- Infer recurring, general failure modes from these traces.",
+                "- Do not encode product ids, exact product names, task indices or answers"
+                + (", nor numbered instance ids such as \"sinkbasin 1\"." if bench == "alfworld" else "."),
+                "- Prefer auditable, general, typed actions.",
+                "- Use hard blocking only for clearly observable runtime conditions; otherwise prefer hints or skills.",
+                "", "## Failure Traces"]
+
+    body, used = [], approx_tokens("\n".join(header(len(chosen))))
     for case in chosen:
         text = format_case(bench, case, max_obs_chars, max_assistant_chars)
         cost = approx_tokens(text)
@@ -183,7 +186,7 @@ def trace_packet(bench: str, batches: list[tuple[int, list[dict]]], *, source: s
             break
         body.append(text)
         used += cost
-    packet = "\n".join(header).replace("{included}", str(len(body))) + "\n\n" + "\n\n".join(body)
+    packet = "\n".join(header(len(body))) + "\n\n" + "\n\n".join(body)
     packet += f"\n\nIncluded traces: {len(body)}\nApproximate tokens: {approx_tokens(packet)}"
     return packet, len(body)
 

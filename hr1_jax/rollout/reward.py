@@ -24,7 +24,8 @@ import time
 
 from envs.base import canonical_sha256
 from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
-from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool
+from hr1_jax.rollout.batches import run_batch
+from hr1_jax.rollout.pool import INFRA_ERROR, WorkerPool
 from hr1_jax.utils.logging import log_event
 
 CACHE_PROTOCOL = "hr1_paired_rerun_reward_v1"
@@ -208,18 +209,11 @@ def _write_cache(path: str, result: RewardResult) -> None:
     os.replace(tmp, path)
 
 
-def rerun(patch: dict | None, meta: dict, ctx: RewardContext) -> list[dict]:
-    """Rerun the row's tasks (one job per task, spread over the pool's workers)."""
-    handles = [ctx.pool.submit(JobSpec(benchmark=meta["benchmark"], split=meta["split"], task_ids=[int(t)],
-                                       patch=patch, target=ctx.target, seed=int(meta["seed"])))
-               for t in meta["task_ids"]]
-    return [ep for h in handles for ep in h.collect()]
-
-
 def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardResult:
     metric = ctx.config.rollout.reward_metric
     t0 = time.monotonic()
-    episodes = rerun(patch, meta, ctx)
+    episodes = run_batch(ctx.pool, meta["benchmark"], meta["split"], [int(t) for t in meta["task_ids"]],
+                         target=ctx.target, seed=int(meta["seed"]), patch=patch)
     failed = [ep for ep in episodes if ep["status"] == INFRA_ERROR]
     if failed:
         reason = "; ".join(f"task {ep['task_id']}: {str(ep.get('error'))[:200]}" for ep in failed[:3])

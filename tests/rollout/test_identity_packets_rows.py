@@ -6,7 +6,7 @@ import pytest
 
 from hr1_jax.data.rows import group_rows, read_jsonl, rl_row, rows_dataset, sft_assistant_text, write_jsonl
 from hr1_jax.rollout.batches import baseline_metadata
-from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, batch_identity, check_batch_identity
+from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
 from hr1_jax.rollout.packets import dbbench_evidence, sanitise, select, trace_packet, trim, TraceCase
 from hr1_jax.runtime import run_episode
 from toy_env import CounterAgent, CounterEnv

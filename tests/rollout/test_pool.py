@@ -4,8 +4,6 @@ import os
 import signal
 import time
 
-import pytest
-
 from hr1_jax.rollout.pool import JobSpec, WorkerPool
 
 TOY = "toy_env:CounterEnv"

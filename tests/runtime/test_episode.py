@@ -3,8 +3,6 @@ import dataclasses
 import json
 import time
 
-import pytest
-
 from hr1_jax.agents.base import AgentError
 from hr1_jax.runtime import run_episode
 from toy_env import CounterAgent, CounterEnv, DBStyleCounterEnv
