@@ -146,3 +146,26 @@ def test_text_level_stop_trimming_and_bad_params(setup):
         sampler.generate_ids([[]], key=jax.random.key(0))
     with pytest.raises(ValueError, match="bad sampling params"):
         sampler.generate_ids(PROMPTS, key=jax.random.key(0), top_p=0.0)
+
+
+def test_qwen3_5_gdn_cache_greedy_and_padding():
+    """The hybrid model's decode path (GDN conv + recurrent state, gated attention KV) through the
+    sampler: greedy == teacher-forced argmax, and a prompt alone == the same prompt left-padded."""
+    cfg = ModelConfig(family="qwen3_5_text", vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2,
+                      num_heads=4, num_kv_heads=2, head_dim=16, partial_rotary_factor=0.25,
+                      layer_types=("linear_attention", "full_attention"), linear_num_key_heads=2,
+                      linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, gdn_chunk_size=8)
+    model = build_model(cfg, nnx.Rngs(0))
+    nnx.update(model, jax.tree.map(lambda x: x * 4 if x.ndim == 2 else x, nnx.state(model)))
+    sampler = Sampler(model, load_tokenizer(), prompt_bucket=16)
+    out = sampler.generate_ids(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
+    rows = [p + out["tokens"][i, :int(out["lengths"][i])].tolist() for i, p in enumerate(PROMPTS)]
+    all_logits = np.asarray(_forward(model, _teacher_forced(rows)))
+    for i, prompt in enumerate(PROMPTS):
+        n = int(out["lengths"][i])
+        logits = all_logits[i, len(prompt) - 1:len(prompt) - 1 + n]
+        np.testing.assert_array_equal(out["tokens"][i, :n], logits.argmax(-1))
+        np.testing.assert_allclose(out["logprobs"][i, :n],
+                                   jax.nn.log_softmax(logits, -1)[np.arange(n), out["tokens"][i, :n]], atol=2e-4)
+    alone = sampler.generate_ids([PROMPTS[0]], key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
+    np.testing.assert_array_equal(alone["tokens"][0], out["tokens"][0])
