@@ -41,6 +41,15 @@ def test_rules_validation_names_the_bad_key():
         validate_config(config)
 
 
+def test_rules_cover_every_model_axis():
+    from hr1_jax.models import LOGICAL_AXES
+
+    for profile in ("train_rules", "sample_rules"):
+        rules = pconfig.defaults()[profile]
+        assert set(LOGICAL_AXES) <= set(rules.keys()), (profile, set(LOGICAL_AXES) - set(rules.keys()))
+    assert pconfig.defaults().sample_rules.embed == ""  # sampling layout: no FSDP on weights
+
+
 def test_logical_to_spec_profiles_dedup_and_divisibility():
     mesh = parallel.make_mesh(_section(2, 2, 2))
     train, sample = pconfig.defaults().train_rules, pconfig.defaults().sample_rules
