@@ -44,9 +44,10 @@ FORBIDDEN_NODES = (
 ) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
 # Beyond the reference: attributes of frames, generators, coroutines, tracebacks and code
 # objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore), `mro`
-# (reaches `object`), and the Match attributes `re` / `expand` (a raw Pattern or template
-# expansion would bypass the size guards of the `re` stand-in).
-FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand)$")
+# (reaches `object`), the Match attributes `re` / `expand` (a raw Pattern or template
+# expansion would bypass the size guards of the `re` stand-in) and `to_bytes` (`(0).to_bytes(n)`
+# allocates n bytes in one C call).
+FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand|to_bytes)$")
 ALFWORLD_INSTANCE_ACTION_RE = re.compile(
     r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
     re.IGNORECASE,

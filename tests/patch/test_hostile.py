@@ -40,6 +40,7 @@ CASES = [
     ("frame_globals_attr", _h("x = ctx.f_globals\nreturn None"), COMPILE),
     ("traceback_frame", _h("try:\n    1 / 0\nexcept Exception as e:\n    t = e.tb_frame\nreturn None"), COMPILE),
     ("code_object", _h("c = hook.co_code\nreturn None"), COMPILE),
+    ("int_to_bytes", _h("b = (0).to_bytes(10**9, 'big')\nreturn None"), COMPILE),
     ("match_pattern", _h("m = re.match('a', 'a')\nreturn {'message': m.re.sub('', 'y' * 600, 'x' * 50000)}"), COMPILE),
     ("match_expand", _h("m = re.match('(a)', 'a')\nreturn {'message': m.expand('\\\\1' * 600)}"), COMPILE),
     ("underscore_name", _h("_x = 1\nreturn None"), COMPILE),
