@@ -31,12 +31,29 @@ def dot_attention(q, k, v, q_slots, kv_valid):
     return out.reshape(b, t, h, d)
 
 
+def chunked_dot_attention(q, k, v, q_slots, kv_valid, q_chunk: int):
+    """`dot_attention` over blocks of `q_chunk` queries (exact: each block sees all keys), so the
+    score matrix held at once is [q_chunk, S] instead of [T, S]; each block is rematerialised in
+    the backward pass, keeping long-sequence training memory O(T * q_chunk)."""
+    b, t, h, d = q.shape
+    if t <= q_chunk:
+        return dot_attention(q, k, v, q_slots, kv_valid)
+    pad = (-t) % q_chunk
+    n = (t + pad) // q_chunk
+    qb = jnp.pad(q, [(0, 0), (0, pad), (0, 0), (0, 0)]).reshape(b, n, q_chunk, h, d)
+    slots = jnp.pad(q_slots, (0, pad), mode="edge").reshape(n, q_chunk)
+    block = jax.checkpoint(lambda xs: dot_attention(xs[0], k, v, xs[1], kv_valid))
+    out = jax.lax.map(block, (jnp.moveaxis(qb, 1, 0), slots))       # [N,B,C,H,D]
+    return jnp.moveaxis(out, 0, 1).reshape(b, n * q_chunk, h, d)[:, :t]
+
+
 class Attention(nnx.Module):
     def __init__(self, cfg, *, rngs: nnx.Rngs):
         pdt, dt = DTYPE[cfg.param_dtype], DTYPE[cfg.dtype]
         kw = dict(param_dtype=pdt, dtype=dt, rngs=rngs)
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.gated = cfg.gated_attention
+        self.q_chunk = cfg.attn_chunk_size
         q_out = cfg.num_heads * cfg.head_dim * (2 if self.gated else 1)
         self.q_proj = Dense(cfg.hidden_size, q_out, ("embed", "heads"), **kw)
         self.k_proj = Dense(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, ("embed", "kv_heads"), **kw)
@@ -62,7 +79,7 @@ class Attention(nnx.Module):
             v_all = jax.lax.dynamic_update_slice_in_dim(cache.v, v.astype(cache.v.dtype), index, axis=1)
             cache = KVCache(k=k_all, v=v_all)
             k, v = k_all.astype(q.dtype), v_all.astype(q.dtype)
-        out = dot_attention(q, k, v, index + jnp.arange(t), mask)
+        out = chunked_dot_attention(q, k, v, index + jnp.arange(t), mask, self.q_chunk)
         out = out.reshape(b, t, -1)
         if self.gated:
             out = out * jax.nn.sigmoid(gate.reshape(b, t, -1))

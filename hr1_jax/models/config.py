@@ -48,6 +48,7 @@ def defaults() -> ml_collections.ConfigDict:
     c.linear_key_head_dim = 32
     c.linear_value_head_dim = 32
     c.gdn_chunk_size = 64
+    c.attn_chunk_size = 1024  # queries per attention block: score memory O(T * this) for long sequences
     c.logprob_chunk_size = 1024
     return c
 
@@ -61,6 +62,7 @@ def validate(c, config) -> None:
             "must divide model.linear_num_value_heads")
     require(c.full_attention_interval >= 1, "model.full_attention_interval", "must be >= 1")
     require(c.gdn_chunk_size >= 1, "model.gdn_chunk_size", "must be >= 1")
+    require(c.attn_chunk_size >= 1, "model.attn_chunk_size", "must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +93,7 @@ class ModelConfig:
     dtype: str = "float32"
     remat: bool = False
     gdn_chunk_size: int = 64
+    attn_chunk_size: int = 1024                # queries per attention block (bounds score memory)
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -112,6 +115,7 @@ class ModelConfig:
             (self.rotary_dim % 2 == 0 and self.rotary_dim > 0, "partial_rotary_factor",
              "head_dim * factor must be a positive even number"),
             (self.param_dtype in DTYPES and self.dtype in DTYPES, "dtype", f"must be one of {DTYPES}"),
+            (self.gdn_chunk_size >= 1 and self.attn_chunk_size >= 1, "gdn_chunk_size", "chunk sizes must be >= 1"),
         ]
         for ok, key, msg in checks:
             if not ok:
@@ -155,7 +159,7 @@ class ModelConfig:
             linear_conv_kernel_dim=c.linear_conv_kernel_dim, linear_num_key_heads=c.linear_num_key_heads,
             linear_num_value_heads=c.linear_num_value_heads, linear_key_head_dim=c.linear_key_head_dim,
             linear_value_head_dim=c.linear_value_head_dim, param_dtype=c.param_dtype, dtype=c.dtype,
-            remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size,
+            remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size, attn_chunk_size=c.attn_chunk_size,
         )
 
     # ---- Hugging Face config.json --------------------------------------------------------------
