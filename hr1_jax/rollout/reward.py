@@ -53,6 +53,7 @@ class RewardResult:
     hook_errors: int = 0
     hook_timeouts: int = 0
     patch_hooks: list = dataclasses.field(default_factory=list)
+    hook_effects: dict = dataclasses.field(default_factory=dict)   # hook -> {effect or status: count}
     cache_key: str = ""
     cache_hit: bool = False
     eval_s: float = 0.0
@@ -209,6 +210,17 @@ def _write_cache(path: str, result: RewardResult) -> None:
     os.replace(tmp, path)
 
 
+def hook_effects(episodes: list[dict]) -> dict:
+    """How often each hook fired over a rerun, by applied effect (or runner status when it had none)."""
+    out: dict = {}
+    for ep in episodes:
+        for ev in ep.get("hook_events") or []:
+            label = ev.get("effect") or ev.get("status") or "none"
+            per_hook = out.setdefault(ev.get("hook", "?"), {})
+            per_hook[label] = per_hook.get(label, 0) + 1
+    return out
+
+
 def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardResult:
     metric = ctx.config.rollout.reward_metric
     t0 = time.monotonic()
@@ -238,7 +250,8 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
         batch_size=n, patched_rewards=patched, hook_calls=sum(c.get("hook_calls", 0) for c in counts),
         hook_errors=sum(c.get("hook_errors", 0) for c in counts),
         hook_timeouts=sum(c.get("hook_timeouts", 0) for c in counts),
-        patch_hooks=[a.get("hook") for a in patch.get("actions", [])], cache_key=key,
+        patch_hooks=[a.get("hook") for a in patch.get("actions", [])], hook_effects=hook_effects(episodes),
+        cache_key=key,
         eval_s=round(time.monotonic() - t0, 3))
 
 
