@@ -22,6 +22,8 @@ INSTALL_REQUIRES = [
     "tqdm",
     # DBBench talks to a real MariaDB server; PyMySQL is pure Python (no client library needed).
     "PyMySQL>=1.1",
+    # Sandboxed hooks' `re` runs on `regex` (re-compatible) for its matcher timeout (hr1_jax/patch).
+    "regex>=2022.1.18",
 ]
 
 EXTRAS = {

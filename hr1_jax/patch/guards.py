@@ -20,8 +20,11 @@ import os
 import re
 import string
 import threading
+import time
 import types
 from re import _parser as _sre_parser
+
+import regex
 
 # Caps (units: characters for strings, elements for containers, bits for ints).
 MAX_SEQ = 1_000_000          # largest single string/list a hook may build
@@ -69,12 +72,13 @@ rss_bytes = _Rss.read
 
 
 class CallBudget:
-    """Per-call mutable budget; the runner installs one per hook call in `_TLS.budget`."""
+    """Per-call budget; the runner installs one per hook call in `_TLS.budget`."""
 
-    __slots__ = ("alloc_left",)
+    __slots__ = ("alloc_left", "deadline")
 
-    def __init__(self, alloc: int = ALLOC_BUDGET):
+    def __init__(self, alloc: int = ALLOC_BUDGET, deadline: float | None = None):
         self.alloc_left = alloc
+        self.deadline = deadline  # time.perf_counter() value; bounds regex calls
 
 
 _TLS = threading.local()
@@ -572,10 +576,16 @@ SAFE_MATH = _make_math()
 
 
 # --------------------------------------------------------------------------- re
+# Hooks call `re.*` on a stand-in backed by the `regex` package (VERSION0, i.e. `re` semantics),
+# because its matcher honours a timeout: polynomial backtracking such as `a.*b` on 10**5 chars
+# runs inside one C call where neither the tracer nor SIGALRM can interrupt it. Each call gets
+# the hook's remaining wall-clock budget; nested unbounded quantifiers (the classic
+# exponential shape) are refused outright.
 
 _RE_CACHE: dict = {}
 _REPEATS = (_sre_parser.MAX_REPEAT, _sre_parser.MIN_REPEAT) + (
     (_sre_parser.POSSESSIVE_REPEAT,) if hasattr(_sre_parser, "POSSESSIVE_REPEAT") else ())
+DEFAULT_RE_TIMEOUT = 0.05
 
 
 def _walk_repeats(items, inside_unbounded: bool) -> str:
@@ -585,38 +595,24 @@ def _walk_repeats(items, inside_unbounded: bool) -> str:
             if inside_unbounded and hi > 1:
                 return "nested quantifiers (catastrophic backtracking)"
             why = _walk_repeats(sub, inside_unbounded or hi > 100)
-            if why:
-                return why
-        elif op in (_sre_parser.GROUPREF, _sre_parser.GROUPREF_EXISTS):
-            return "backreferences"
         elif op is _sre_parser.SUBPATTERN:
             why = _walk_repeats(av[-1], inside_unbounded)
-            if why:
-                return why
         elif op is _sre_parser.BRANCH:
-            # (a|aa)* style: multi-character alternatives under an unbounded repeat can overlap.
-            if inside_unbounded and any(alt.getwidth() != (1, 1) for alt in av[1]):
-                return "alternation inside a repeated group"
-            for alt in av[1]:
-                why = _walk_repeats(alt, inside_unbounded)
-                if why:
-                    return why
+            why = next((w for w in (_walk_repeats(alt, inside_unbounded) for alt in av[1]) if w), "")
         elif op in (_sre_parser.ASSERT, _sre_parser.ASSERT_NOT):
             why = _walk_repeats(av[1], inside_unbounded)
-            if why:
-                return why
         elif getattr(_sre_parser, "ATOMIC_GROUP", None) is op:
             why = _walk_repeats(av, inside_unbounded)
-            if why:
-                return why
+        else:
+            why = ""
+        if why:
+            return why
     return ""
 
 
 def _check_pattern(pattern, flags) -> None:
-    if isinstance(pattern, re.Pattern):
-        flags, pattern = pattern.flags, pattern.pattern
     if not isinstance(pattern, (str, bytes)):
-        return  # re raises its own TypeError
+        return  # the matcher raises its own TypeError
     if len(pattern) > MAX_RE_PATTERN:
         raise HookMemoryError(f"regex pattern longer than {MAX_RE_PATTERN}")
     key = (type(pattern), pattern, flags)
@@ -625,7 +621,7 @@ def _check_pattern(pattern, flags) -> None:
         try:
             why = _walk_repeats(_sre_parser.parse(pattern, flags if isinstance(flags, int) else 0), False)
         except Exception:
-            why = ""  # invalid pattern: re reports it when called
+            why = ""  # invalid pattern: the matcher reports it when called
         if len(_RE_CACHE) > 2048:
             _RE_CACHE.clear()
         _RE_CACHE[key] = why
@@ -638,11 +634,26 @@ def _check_subject(s) -> None:
         raise HookMemoryError(f"regex subject longer than {MAX_RE_SUBJECT}")
 
 
+def _timeout() -> float:
+    b = getattr(_TLS, "budget", None)
+    if b is None or b.deadline is None:
+        return DEFAULT_RE_TIMEOUT
+    return max(0.001, b.deadline - time.perf_counter())
+
+
+def _timed(fn, *args, **kwargs):
+    kwargs["timeout"] = _timeout()
+    try:
+        return fn(*args, **kwargs)
+    except TimeoutError:
+        raise HookTimeout("regex ran past the hook's wall-clock budget") from None
+
+
 def _re_scan(fn, flags_pos: int):
     def scan(pattern, string, *args, **kwargs):
         _check_pattern(pattern, kwargs.get("flags", args[flags_pos] if len(args) > flags_pos else 0))
         _check_subject(string)
-        return fn(pattern, string, *args, **kwargs)
+        return _timed(fn, pattern, string, *args, **kwargs)
     scan.__name__ = fn.__name__
     return scan
 
@@ -659,12 +670,14 @@ def _re_sub(fn):
                 hits = min(hits, count)
             per_hit = len(repl) + repl.count("\\" if isinstance(repl, str) else b"\\") * len(string)
             if hits * per_hit > MAX_SEQ:
-                # Bound is loose; count real matches before refusing.
-                found = (re.finditer(pattern, string) if isinstance(pattern, re.Pattern)
-                         else re.finditer(pattern, string, flags or 0))
-                hits = sum(1 for _ in itertools.islice(found, hits))
+                # The bound is loose; count the real matches before refusing.
+                found = _timed(regex.finditer, pattern, string, flags=flags or 0)
+                try:
+                    hits = sum(1 for _ in itertools.islice(found, hits))
+                except TimeoutError:
+                    raise HookTimeout("regex ran past the hook's wall-clock budget") from None
             _charge(len(string) + hits * per_hit, "re.sub")
-        return fn(pattern, repl, string, *args, **kwargs)
+        return _timed(fn, pattern, repl, string, *args, **kwargs)
     sub.__name__ = fn.__name__
     return sub
 
@@ -674,10 +687,10 @@ def _make_re():
         "A", "ASCII", "I", "IGNORECASE", "L", "LOCALE", "M", "MULTILINE", "S", "DOTALL", "U",
         "UNICODE", "X", "VERBOSE", "escape")}
     for name in ("match", "fullmatch", "search", "findall", "finditer"):
-        ns[name] = _re_scan(getattr(re, name), 0)
-    ns["split"] = _re_scan(re.split, 1)
+        ns[name] = _re_scan(getattr(regex, name), 0)
+    ns["split"] = _re_scan(regex.split, 1)
     for name in ("sub", "subn"):
-        ns[name] = _re_sub(getattr(re, name))
+        ns[name] = _re_sub(getattr(regex, name))
     return types.SimpleNamespace(**ns)
 
 

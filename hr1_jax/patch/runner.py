@@ -36,8 +36,12 @@ MAX_ERROR_CHARS = 300
 
 STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")
 
-# Frames of our own guard code are not line-counted (they are constant-time or size-capped).
-_UNTRACED_FILES = frozenset({guards.g_add.__code__.co_filename, sandbox.compile_hook.__code__.co_filename})
+# Frames of our own guard code and of the `regex` package behind the hooks' `re` are not traced
+# (guards are size-capped, regex compiles are bounded by the pattern cap and matching runs under
+# its own timeout); the wall clock is still checked whenever they call further.
+_UNTRACED_FILES = frozenset({guards.g_add.__code__.co_filename, sandbox.compile_hook.__code__.co_filename} | {
+    m.__file__ for name, m in list(sys.modules.items())
+    if (name == "regex" or name.startswith("regex.")) and getattr(m, "__file__", "").endswith(".py")})
 
 
 @dataclass
@@ -93,7 +97,7 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
             raise HookMemoryError(f"call depth above {MAX_CALL_DEPTH}")
         return local
 
-    prev_budget = guards.set_budget(guards.CallBudget())
+    prev_budget = guards.set_budget(guards.CallBudget(deadline=deadline))
     old_trace = sys.gettrace()
     try:
         sys.settrace(on_call)

@@ -158,7 +158,10 @@ CASES = [
      {"memory", "timeout"}),
     # --- catastrophic regex
     ("regex_nested", _h("return {'message': str(re.match('(a+)+$', 'a' * 40 + 'b'))}"), {"memory"}),
-    ("regex_alternation", _h("return {'message': str(re.search('(a|aa)*c', 'a' * 60))}"), {"memory"}),
+    ("regex_alternation", _h("return {'message': str(re.search('(a|aa)*c', 'a' * 60))}"), {"ok", "timeout"}),
+    ("regex_polynomial", _h("return {'message': str(re.search('a.*b.*c', 'a' * 90000))}"), {"timeout"}),
+    ("regex_polynomial_caught", _h("try:\n    x = re.findall('a.*b', 'a' * 90000)\nexcept Exception:\n"
+                                   "    return {'message': 'swallowed'}"), {"timeout"}),
     ("regex_backref", _h("return {'message': str(re.search('(a*)*\\\\1', 'a' * 40))}"), {"memory"}),
     ("regex_long_subject", _h("s = 'a' * 900000\nreturn {'message': str(re.findall('a', s))}"), {"memory"}),
     ("regex_sub_bomb", _h("return {'message': re.sub('', 'y' * 600, 'x' * 50000)}"), {"memory", "timeout"}),
@@ -285,6 +288,17 @@ def test_budget_stops_hook_in_worker_thread():
     assert not t.is_alive()
     assert box["outcome"].status == "timeout" and "wall-clock" in box["outcome"].error
     assert time.perf_counter() - start < 1.0
+
+
+def test_regex_backtracking_stopped_in_worker_thread():
+    fn = compile_hook(_h("return {'message': str(re.search('a.*b.*c', 'a' * 90000))}"), "webshop")
+    box = {}
+    t = threading.Thread(target=lambda: box.update(o=call_hook(fn, {}, {}, "make_pre_hint", time_budget_s=0.05)))
+    start = time.perf_counter()
+    t.start()
+    t.join(10)
+    assert box["o"].status == "timeout" and "regex" in box["o"].error
+    assert time.perf_counter() - start < 2.0
 
 
 def test_line_budget_in_worker_thread():
