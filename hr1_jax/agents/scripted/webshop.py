@@ -34,7 +34,7 @@ message index); the episode state is re-derived from the messages on every call.
 At the defaults (skill 0.6, hint_follow_prob 0.7, seed 0) the baseline on the substitute's `test`
 split (500 goals) is mean reward 0.687 (score 68.7), success 177/500 = 35.4% (the paper's
 Qwen3.5-9B: 66.0 / 31.2 on the real WebShop); skill 1.0 scores >= 0.95. The three Harness-R1
-held-out patches raise it to 0.726 / 0.720 / 0.812 (success 257 / 254 / 379), the two looping
+held-out patches raise it to 0.716 / 0.720 / 0.778 (success 246 / 254 / 351), the two looping
 Qwen3.5-397B rewrite patches drop it to 0.29 / 0.33 (benchmarks/bench_envs_webshop.py
 --reference-patches; tests/envs/test_webshop_scripted.py).
 """
@@ -365,7 +365,8 @@ class ScriptedAgent:
             first = next((c for c in clickables[6:]), None)
             if first is not None:
                 return "click_action", {"value": first}, f"Selecting {first}."
-        if "back" in followed and missing_value:
+        if "back" in followed and (missing_value or view.blocked):
+            # told to go back (and nothing left to select here)
             return "click_action", {"value": "< prev"}, "Going back to the results."
         if self.modes["peek"] and not any(a in ("click[description]", "click[features]") for a in since):
             return "click_action", {"value": "features"}, "Let me check the features."
