@@ -360,3 +360,15 @@ def test_task_identity_manifest_is_stable_and_checked(env):
     env.reset(a[2])
     man = env.task_manifest(a[2], seed=0)
     assert man["webshop_task_manifest"] == m and man == env.task_manifest(a[2], seed=0)
+
+
+def test_config_section_validates_and_reaches_the_env():
+    from hr1_jax.config import ConfigError, base_config
+    from envs.webshop import config as ws_config
+    cfg = base_config()
+    ws_config.validate(cfg.webshop, cfg)
+    cfg.webshop.max_rounds = 0
+    with pytest.raises(ConfigError, match="webshop.max_rounds"):
+        ws_config.validate(cfg.webshop, cfg)
+    env = WebShopEnv({"max_rounds": 7, "goal_seed": 233, "catalog_seed": 0})   # dict form (workers)
+    assert env.max_turns == 7 and WebShopEnv().max_turns == 20
