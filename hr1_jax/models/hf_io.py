@@ -1,8 +1,9 @@
 """Hugging Face checkpoint import/export through one declarative key-mapping table.
 
 Import streams tensors out of the (possibly sharded) safetensors files with numpy memory maps, so
-only one tensor is materialised on the host at a time, and `device_put`s each straight into its
-target `NamedSharding` (from the params' logical axes and `rules`) when a mesh is given. Qwen3.5
+at most one tensor is materialised on the host at a time; with a mesh each tensor goes straight
+into its target `NamedSharding` (from the params' logical axes and `rules`), every device reading
+only its own slice of the map. Qwen3.5
 VLM checkpoints are handled by stripping `model.language_model.` and skipping `model.visual.*` and
 `mtp.*` (multi-token prediction) tensors. Export writes the inverse: `config.json` +
 `model.safetensors` (or size-bounded shards + index) that transformers loads directly.
@@ -154,6 +155,14 @@ def _flat_params(state) -> dict[str, nnx.Variable]:
     return {".".join(str(p) for p in path): var for path, var in nnx.to_flat_state(state)}
 
 
+def _place(value: np.ndarray, dtype, sharding) -> jax.Array:
+    """Device array from a (memory-mapped) host view. With a sharding, each device reads and casts
+    only its own slice (also on multi-host meshes, where every host reads its local files)."""
+    if sharding is None:
+        return jnp.asarray(np.asarray(value, dtype=dtype))
+    return jax.make_array_from_callback(value.shape, sharding, lambda idx: np.asarray(value[idx], dtype=dtype))
+
+
 def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
                        activation_dtype: str | None = None, **config_overrides) -> tuple[CausalLM, ModelConfig]:
     """Load a HF Qwen3 / Qwen3.5 checkpoint folder into a model with params in `dtype`.
@@ -184,12 +193,10 @@ def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
         if target not in params:
             raise CheckpointError(f"tensor {key} -> {target} has no place in a {cfg.family} model with this config")
         var = params[target]
-        value = np.asarray(to_ours(arr))
+        value = to_ours(arr)  # still a view of the memory map
         if value.shape != var.shape:
             raise CheckpointError(f"tensor {key}: shape {value.shape} does not match {target} {var.shape}")
-        value = value.astype(var.dtype)
-        var.set_value(jax.device_put(value, shardings[target]) if shardings[target] is not None
-                      else jnp.asarray(value))
+        var.set_value(_place(value, var.dtype, shardings[target]))
         loaded.add(target)
     missing = sorted(set(params) - loaded)
     if missing:
