@@ -71,6 +71,8 @@ NUMBER_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", 
                 "seven": "7", "eight": "8", "nine": "9", "ten": "10", "twelve": "12",
                 "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
                 "seventy": "70", "eighty": "80"}
+_DIGIT = re.compile(r"\d")
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _ATTR_CANON = {a.replace(" ", ""): a for a in ATTRIBUTES}
 _ATTR_RE = re.compile(r"\b(" + "|".join(r"[\s-]*".join(map(re.escape, a.split()))
                                          for a in sorted(ATTRIBUTES, key=len, reverse=True)) + r")\b")
@@ -191,7 +193,7 @@ class ParsedGoal:
 
 def _norm(text: str) -> str:
     text = text.lower().replace("’", "'").replace("”", '"').replace("“", '"')
-    return re.sub(r"\s+", " ", text).strip()
+    return " ".join(text.split())
 
 
 def _clean_value(words: list[str]) -> str:
@@ -219,7 +221,7 @@ def _find_color(text: str) -> tuple[str | None, tuple[int, int] | None]:
             val = _color_value(m.group(1))
             if val and val not in STOP and val not in ("size", "same", "any", "options", "option"):
                 return val, m.span()
-    m = _COLOR_RE.search(text) if _COLOR_WORDS.intersection(re.split(r"[^a-z0-9]+", text)) else None
+    m = _COLOR_RE.search(text) if _COLOR_WORDS.intersection(_NON_ALNUM.split(text)) else None
     if m:
         return m.group(1), m.span()
     return None, None
@@ -254,7 +256,7 @@ def _find_named(text: str, kind: str) -> tuple[str | None, tuple[int, int] | Non
 
 
 def _is_type_word(w: str) -> bool:
-    return w not in NON_TYPE and w not in COLORS and not re.search(r"\d", w) and len(w) > 1
+    return w not in NON_TYPE and w not in COLORS and not _DIGIT.search(w) and len(w) > 1
 
 
 def _noun_phrase(text: str, cut_spans: list[tuple[int, int]]) -> list[str]:
@@ -264,7 +266,7 @@ def _noun_phrase(text: str, cut_spans: list[tuple[int, int]]) -> list[str]:
     for a, b in cut_spans:
         for i in range(a, b):
             chars[i] = " " if chars[i] not in ",." else chars[i]
-    text = re.sub(r"\s+", " ", "".join(chars)).strip()
+    text = " ".join("".join(chars).split())
     m = LEAD_RE.match(text)
     rest = text[m.end():] if m else text
     candidates = []
@@ -294,9 +296,9 @@ def parse_instruction(raw: str) -> ParsedGoal:
             options[kind] = val
             cuts.append(span)
     attributes: list[str] = []
-    words = set(re.split(r"[^a-z0-9]+", text))
+    words = set(_NON_ALNUM.split(text))
     for m in (_ATTR_RE.finditer(text) if _ATTR_FIRST_WORDS & words else ()):
-        attr = _ATTR_CANON[re.sub(r"[\s-]+", "", m.group(1))]
+        attr = _ATTR_CANON[m.group(1).replace(" ", "").replace("-", "")]
         if not any(attr in a or a in attr for a in attributes):
             attributes.append(attr)
             cuts.append(m.span())
