@@ -64,6 +64,7 @@ def _install_translation_cache() -> None:
         return cached(domain, problem, bool(verbose), bool(optimize))
 
     pddl2sas._hr1_cached = True
+    pddl2sas.cache_info = cached.cache_info
     fast_downward.pddl2sas = pddl2sas
 
 

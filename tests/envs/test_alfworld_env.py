@@ -89,6 +89,18 @@ def test_ctx_fields_nothing_happens_and_three_identical_actions(env, cool_task):
     assert env.final_result()["status"] == "AGENT_INVALID_ACTION"
 
 
+def test_reset_reuses_the_pddl_translation_and_keeps_argv(env, cool_task):
+    import sys
+
+    import fast_downward
+    argv = list(sys.argv)
+    env.reset(cool_task)
+    hits = fast_downward.pddl2sas.cache_info().hits
+    env.reset(cool_task)                       # a rerun of the same game: every translation cached
+    assert fast_downward.pddl2sas.cache_info().hits == hits + 4
+    assert sys.argv == argv
+
+
 def test_step_limit():
     c = defaults()
     c.max_steps = 2
