@@ -56,7 +56,8 @@ KEY_MAP: list[tuple[str, str, tuple[Callable, Callable]]] = [
     ("model.layers.{i}.linear_attn.{gdn_vec}", "layers.{i}.linear_attn.{gdn_vec}", _IDENT),
     ("model.layers.{i}.linear_attn.norm.weight", "layers.{i}.linear_attn.norm.weight", _IDENT),
 ]
-_SKIP = (re.compile(r"^model\.visual\."), re.compile(r"^mtp\."))
+# Vision tower, multi-token-prediction head, and RoPE tables some older exports saved as buffers.
+_SKIP = (re.compile(r"^model\.visual\."), re.compile(r"^mtp\."), re.compile(r"\.rotary_emb\.inv_freq$"))
 
 
 def _regex(template: str) -> re.Pattern:

@@ -143,6 +143,7 @@ def test_key_mapping_table():
     assert conv_path == "layers.2.linear_attn.conv1d" and to_ours(np.zeros((5, 1, 4))).shape == (4, 5)
     assert hf_key_to_path("model.visual.merger.mlp.0.weight") is None
     assert hf_key_to_path("mtp.fc.weight") is None
+    assert hf_key_to_path("model.layers.0.self_attn.rotary_emb.inv_freq") is None
     with pytest.raises(CheckpointError, match="unrecognised"):
         hf_key_to_path("model.layers.0.self_attn.rotary.inv_freq")
 
