@@ -14,6 +14,7 @@ so hooks cannot reach or rebind them.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from difflib import SequenceMatcher
 
@@ -280,7 +281,16 @@ SAFE_BUILTINS = _safe_builtins()
 
 def compile_hook(code: str, benchmark: str | None = None):
     """Validate, rewrite and compile hook source; returns the `hook(ctx, nb)` function.
-    Raises HookCompileError. Run the result through `run_hook` / `CompiledPatch.call`."""
+    Raises HookCompileError. Run the result through `run_hook` / `CompiledPatch.call`.
+    Results are cached: a compiled hook holds no state of its own (hooks cannot write globals,
+    attributes or defaults), so validation and installation can share one compile."""
+    if not isinstance(code, str):
+        _fail("hook_empty", "hook code must be a non-empty string")
+    return _compile_cached(code, (benchmark or "").lower())
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_cached(code: str, benchmark: str):
     tree = validate_hook_source(code, benchmark)
     tree = ast.fix_missing_locations(_GuardRewriter().visit(tree))
     namespace = {"__builtins__": dict(SAFE_BUILTINS), "math": guards.SAFE_MATH, "re": guards.SAFE_RE,
