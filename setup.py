@@ -43,7 +43,9 @@ setup(
     description="Harness-R1 in JAX: train a harness engineer with SFT and online GRPO on real reruns",
     python_requires=">=3.11",
     packages=find_packages(include=["hr1_jax", "hr1_jax.*", "envs", "envs.*"]),
-    package_data={"": ["*.json", "*.jsonl", "*.md", "*.txt", "*.model", "*.tar.xz", "*.gz"]},
+    # Shipped data lives in non-package folders (envs/*/data, reference patches, tokenizer assets).
+    package_data={"": ["*.json", "*.jsonl", "*.md", "*.txt", "*.model", "*.tar.xz", "*.gz", "**/*.json",
+                       "**/*.jsonl", "**/*.md", "**/*.txt", "**/*.model", "**/*.tar.xz", "**/LICENSE*"]},
     include_package_data=True,
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
