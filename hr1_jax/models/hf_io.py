@@ -83,7 +83,7 @@ def _normalise_key(key: str) -> str | None:
     """HF key -> text-decoder key, or None for tensors the text model does not use."""
     if key.startswith("model.language_model."):
         key = "model." + key[len("model.language_model."):]
-    if any(p.match(key) for p in _SKIP):
+    if any(p.search(key) for p in _SKIP):
         return None
     return key
 
