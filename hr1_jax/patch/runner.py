@@ -3,10 +3,11 @@
 Budgets, enforced by a per-thread `sys.settrace` tracer so they hold on any thread (the
 reference used SIGALRM, i.e. the main thread only):
 * wall clock: checked on every traced call and line event;
-* lines: "line" events of every traced frame (hook, helpers and library code they call);
+* lines: "line" events of every traced frame (hook, helpers and the library code they call,
+  except our guards and the `regex` package, which have their own bounds);
 * call depth: deep recursion stops at MAX_CALL_DEPTH frames;
 * memory: the AST guards of `guards.py` (per-object caps and a per-call allocation budget),
-  plus a sampled check of the process's resident memory as a safety net;
+  plus a sampled check of the process's resident memory as a safety net.
 All stop signals derive from BaseException, so hook-level `except Exception` cannot swallow
 them. `ctx` is deep-copied into read-only containers; `nb` is the caller's dict and keeps
 partial writes, but after each call it must hold plain data of bounded size (offending keys are
@@ -31,7 +32,7 @@ MAX_SKILLS = 5
 MAX_CALL_DEPTH = 100
 RSS_CHECK_EVERY_MASK = 31          # sample process memory every 32 traced lines
 MAX_RSS_GROWTH = 256 * 2**20        # bytes a single hook call may add to the process
-NB_SIZE_LIMIT = 1_000_000  # units: string chars + container slots
+NB_SIZE_LIMIT = 1_000_000          # units: string chars; container slots count 4 (see inspect_nb)
 MAX_ERROR_CHARS = 300
 
 STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")
@@ -41,7 +42,7 @@ STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")
 # its own timeout); the wall clock is still checked whenever they call further.
 _UNTRACED_FILES = frozenset({guards.g_add.__code__.co_filename, sandbox.compile_hook.__code__.co_filename} | {
     m.__file__ for name, m in list(sys.modules.items())
-    if (name == "regex" or name.startswith("regex.")) and getattr(m, "__file__", "").endswith(".py")})
+    if (name == "regex" or name.startswith("regex.")) and (getattr(m, "__file__", None) or "").endswith(".py")})
 
 
 @dataclass
