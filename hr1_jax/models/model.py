@@ -89,7 +89,14 @@ class CausalLM(nnx.Module):
         attention_mask [B,T] (1 = real, 0 = pad) masks pad tokens out of attention and zeroes them at
         the GDN input (as HF does). Default positions count real tokens only (continuing from the
         cache), so a left-padded row is positioned like the same row unpadded."""
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be [batch, seq], got shape {input_ids.shape}")
         b, t = input_ids.shape
+        if attention_mask is not None and attention_mask.shape != (b, t):
+            raise ValueError(f"attention_mask shape {attention_mask.shape} != input_ids shape {(b, t)}")
+        if cache is not None and (cache.kv_mask.shape[0] != b or t > cache.max_len):
+            raise ValueError(f"cache for batch {cache.kv_mask.shape[0]} x {cache.max_len} slots cannot take "
+                             f"a [{b}, {t}] input")
         tok_mask = jnp.ones((b, t), bool) if attention_mask is None else attention_mask.astype(bool)
         offset = jnp.cumsum(tok_mask, axis=1, dtype=jnp.int32) - 1
         if cache is None:

@@ -86,3 +86,13 @@ def test_left_padded_prefill_then_decode(pair):
     np.testing.assert_allclose(steps[0], full[0], atol=1e-4, rtol=0)
     np.testing.assert_allclose(steps[1, pad:], full[1, :T - pad], atol=1e-4, rtol=0)
     assert list(np.asarray(cache.next_pos)) == [T, T - pad]
+
+
+def test_bad_inputs_raise(pair):
+    _, model, _, ids, _ = pair
+    with pytest.raises(ValueError, match="batch, seq"):
+        model(jnp.asarray(ids[0]))
+    with pytest.raises(ValueError, match="attention_mask shape"):
+        model(jnp.asarray(ids), attention_mask=jnp.ones((B, T + 1), jnp.int32))
+    with pytest.raises(ValueError, match="cannot take"):
+        model(jnp.asarray(ids), cache=model.init_cache(B, T - 1, jnp.float32))
