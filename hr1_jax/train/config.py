@@ -73,6 +73,17 @@ def defaults() -> ml_collections.ConfigDict:
     c.teacher.candidates = 3        # template variants scored per row; the best with delta >= 0 is kept
     c.teacher.min_delta = 0.0
 
+    # `hr1 demo`: task sets per benchmark (train rows for SFT/GRPO, held-out rows for the table).
+    c.demo = ml_collections.ConfigDict()
+    c.demo.benchmarks = ("dbbench", "alfworld", "webshop")
+    c.demo.vocab_size = 1024
+    c.demo.dbbench = ml_collections.ConfigDict(dict(train_split="dev", train_tasks="0:40", heldout_split="test",
+                                                    heldout_tasks="0:20", batch_size=5))
+    c.demo.alfworld = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:15", heldout_split="dev",
+                                                     heldout_tasks="0:10", batch_size=5))
+    c.demo.webshop = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:20", heldout_split="test",
+                                                    heldout_tasks="0:10", batch_size=5))
+
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.max_to_keep = 2
     c.checkpoint.async_save = True
@@ -107,3 +118,5 @@ def validate(c, config) -> None:
     require(c.teacher.kind != "endpoint" or bool(c.teacher.base_url), "train.teacher.base_url",
             "required when train.teacher.kind='endpoint'")
     require(c.teacher.candidates >= 1, "train.teacher.candidates", "must be >= 1")
+    for bench in c.demo.benchmarks:
+        require(bench in c.demo, f"train.demo.{bench}", "task sets missing for a demo benchmark")

@@ -28,7 +28,6 @@ class Module:
     hint_expr: str = ""             # or a python expression (over nb) building the message
     guard: str = ""                 # on_before_action body lines (return a block/rewrite or fall through)
     think: str = ""                 # failure-pattern phrase for the <think> bullets
-    helpers: tuple[str, ...] = ()   # helper function names this module's code needs
 
 
 # Helper functions (top-level defs; the sandbox allows at most 5 per hook).
@@ -66,7 +65,7 @@ HELPERS = {
         "        return ''\n"
         "    for c in clickables or []:\n"
         "        if str(c).lower().strip() == w:\n"
-        "            return str(c)\n"
+        "            return str(c).lower().strip()\n"
         "    return ''\n"),
 }
 
@@ -135,8 +134,7 @@ ALFWORLD = (
                   "        fix = closest(act, adm)\n"
                   "        if fix:\n"
                   "            return {'kind': 'rewrite_action', 'action': fix}\n"),
-           think="writes actions that are not in the admissible list",
-           helpers=("text", "closest")),
+           think="writes actions that are not in the admissible list"),
     Module("transform_first",
            skill="For clean, heat or cool tasks, transform the object while carrying it before putting it down.",
            guard=("    verb = need_verb(ctx)\n"
@@ -145,8 +143,7 @@ ALFWORLD = (
                   "    if verb and act.startswith('put ') and not done:\n"
                   "        return {'kind': 'block_and_prompt', 'message': 'Do not put it down yet: ' + verb + "
                   "' the target first, then put it at the destination.'}\n"),
-           think="puts the target at the destination before the required transform",
-           helpers=("text", "need_verb")),
+           think="puts the target at the destination before the required transform"),
     Module("look_at_hold",
            guard=("    tt = text((ctx.get('task') or {}).get('task_type'))\n"
                   "    inv = text((ctx.get('world') or {}).get('inventory'))\n"
@@ -154,8 +151,7 @@ ALFWORLD = (
                   "    if 'look_at' in tt and text(a.get('final_action')).startswith('use ') and target not in inv:\n"
                   "        return {'kind': 'block_and_prompt', 'message': 'Take and hold the ' + target + "
                   "' first, then use the lamp.'}\n"),
-           think="uses the lamp without holding the object",
-           helpers=("text",)),
+           think="uses the lamp without holding the object"),
     Module("pick_two",
            skill="For two-object tasks, after placing the first object find another one and place it too.",
            stage_test="'two' in tt and (w.get('placed_count') or 0) == 1 and not inv_has",
@@ -176,21 +172,24 @@ ALFWORLD = (
 
 # ------------------------------------------------------------------------------- WebShop (subst.)
 WEBSHOP = (
+    Module("careful_pick",
+           skill="Open a product only if its title matches all key terms of the instruction and its price is "
+                 "within the budget.",
+           think="opens and buys products that do not match all key terms"),
     Module("options_before_buy",
            skill="Select every required option (color, size, etc.) before clicking buy now.",
            guard=("    if a.get('value_normalized') == 'buy now' and p.get('required_options_unselected'):\n"
                   "        t = ctx.get('task') or {}\n"
                   "        clk = s.get('clickables') or []\n"
-                  "        for want in [t.get('required_color'), t.get('required_size'), t.get('required_material')]:\n"
+                  "        for want in [t.get('required_color'), t.get('required_size')]:\n"
                   "            opt = pick_option(want, clk)\n"
-                  "            if opt and opt.lower() not in text(nb.get('chosen')):\n"
-                  "                nb['chosen'] = text(nb.get('chosen')) + ' ' + opt.lower()\n"
+                  "            if opt and opt not in text(nb.get('chosen')):\n"
+                  "                nb['chosen'] = text(nb.get('chosen')) + ' ' + opt\n"
                   "                return {'kind': 'rewrite_action', 'action': 'click[' + opt + ']', "
                   "'message': 'Selecting the required option before buying.'}\n"
-                  "        return {'kind': 'block_and_prompt', 'message': 'Select the required options "
-                  "that match the instruction before buying.'}\n"),
-           think="clicks buy now with required options still unselected",
-           helpers=("text", "pick_option")),
+                  "        return {'kind': 'block_and_prompt', 'message': 'Select the required options that match "
+                  "the instruction before buying. If no option matches, go back to search.'}\n"),
+           think="clicks buy now with required options still unselected"),
     Module("budget",
            skill="Check the price against the budget before buying.",
            guard=("    if a.get('value_normalized') == 'buy now' and p.get('product_price_over_budget'):\n"
@@ -198,17 +197,11 @@ WEBSHOP = (
                   "go back to search and pick an in-budget item.'}\n"),
            think="buys products over the price limit"),
     Module("search_loop",
-           skill="If a search repeats, change the keywords instead of searching again.",
            stage_test="p.get('search_loop_detected') or p.get('duplicate_search_repeated')",
            stage="recover_search_loop",
-           hint="You are repeating searches; open the best matching result instead of searching again.",
-           think="repeats the same search or keeps going back to search"),
-    Module("product_stall",
-           skill="On a matching product page, select options and buy instead of browsing more.",
-           stage_test="p.get('product_page_stalled')",
-           stage="select_options",
-           hint="You are stuck on this product page: select the required options, then click buy now.",
-           think="stalls on a product page without buying"),
+           hint="You repeat the same search; stop searching, open the best matching product, select its options "
+                "and click buy now.",
+           think="repeats the same search instead of buying"),
 )
 
 LIBRARY = {"dbbench": DBBENCH, "alfworld": ALFWORLD, "webshop": WEBSHOP}
@@ -218,14 +211,14 @@ def module_names(benchmark: str) -> list[str]:
     return [m.name for m in LIBRARY[benchmark]]
 
 
-def _helpers(mods, with_text: bool = False) -> str:
-    names = []
-    for m in mods:
-        for h in m.helpers:
-            if h not in names:
-                names.append(h)
-    if with_text and "text" not in names:
-        names.insert(0, "text")
+# Every module's code is one self-contained block (independent `if`s, later blocks win), and each
+# hook carries its benchmark's fixed helper set whenever it is present: a program is the library's
+# blocks for the chosen modules in library order, which a small model can learn to compose.
+POST_HELPERS = {"alfworld": ("text",)}
+GUARD_HELPERS = {"alfworld": ("text", "closest", "need_verb"), "webshop": ("text", "pick_option")}
+
+
+def _helpers(names) -> str:
     return "".join(HELPERS[n] + "\n" for n in names)
 
 
@@ -238,7 +231,6 @@ def _on_init(benchmark: str, mods) -> str:
 
 
 def _on_post_step(benchmark: str, mods) -> str:
-    staged = [m for m in mods if m.stage_test]
     head = ("def hook(ctx, nb):\n"
             "    p = ctx.get('predicates') or {}\n"
             "    s = ctx.get('state') or {}\n")
@@ -251,17 +243,17 @@ def _on_post_step(benchmark: str, mods) -> str:
                  "    takes = [str(x) for x in ctx.get('admissible') or [] if text(x).startswith('take ' + target + ' ')]\n"
                  "    nb['take_cmd'] = takes[0] if takes else ''\n")
     body = "    stage = 'working'\n"
-    for i, m in enumerate(staged):
-        body += f"    {'if' if i == 0 else 'elif'} {m.stage_test}:\n        stage = '{m.stage}'\n"
-    return head + body + "    nb['stage'] = stage\n    return None\n"
+    for m in mods:
+        if m.stage_test:
+            body += f"    if {m.stage_test}:\n        stage = '{m.stage}'\n"
+    return _helpers(POST_HELPERS.get(benchmark, ())) + head + body + "    nb['stage'] = stage\n    return None\n"
 
 
 def _make_pre_hint(mods) -> str:
-    staged = [m for m in mods if m.stage_test]
     code = "def hook(ctx, nb):\n    stage = nb.get('stage')\n    msg = ''\n"
-    for i, m in enumerate(staged):
-        msg = m.hint_expr or json.dumps(m.hint)
-        code += f"    {'if' if i == 0 else 'elif'} stage == '{m.stage}':\n        msg = {msg}\n"
+    for m in mods:
+        if m.stage_test:
+            code += f"    if stage == '{m.stage}':\n        msg = {m.hint_expr or json.dumps(m.hint)}\n"
     code += ("    if not msg or nb.get('last_hint') == msg:\n"
              "        return None\n"
              "    nb['last_hint'] = msg\n"
@@ -288,14 +280,11 @@ def build_patch(benchmark: str, names: list[str]) -> dict:
         raise ValueError(f"no modules chosen for {benchmark}")
     actions = [{"type": "add_code_hook", "hook": "on_init", "code": _on_init(benchmark, mods)}]
     if any(m.stage_test for m in mods):
-        post_helpers = _helpers([m for m in mods if m.stage_test], with_text=benchmark == "alfworld")
-        actions.append({"type": "add_code_hook", "hook": "on_post_step",
-                        "code": post_helpers + _on_post_step(benchmark, mods)})
+        actions.append({"type": "add_code_hook", "hook": "on_post_step", "code": _on_post_step(benchmark, mods)})
         actions.append({"type": "add_code_hook", "hook": "make_pre_hint", "code": _make_pre_hint(mods)})
     if any(m.guard for m in mods):
-        guard_mods = [m for m in mods if m.guard]
         actions.append({"type": "add_code_hook", "hook": "on_before_action",
-                        "code": _helpers(guard_mods) + _on_before_action(mods)})
+                        "code": _helpers(GUARD_HELPERS.get(benchmark, ())) + _on_before_action(mods)})
     desc = "Stage-tracking harness for: " + ", ".join(m.name.replace("_", " ") for m in mods) + "."
     return {"schema_version": "harness-r1-patch-v1", "benchmark": benchmark, "description": desc,
             "actions": actions}

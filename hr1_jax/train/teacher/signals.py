@@ -106,17 +106,20 @@ def _alfworld(trace: str) -> set[str]:
 
 
 def _webshop(trace: str) -> set[str]:
-    calls = [(name, str(_args(raw) and next(iter(_args(raw).values()), "")).lower())
-             for name, raw in _WS_CALL.findall(trace)]
+    calls = []
+    for name, raw in _WS_CALL.findall(trace):
+        args = _args(raw)
+        calls.append((name, str(next(iter(args.values()), "")).strip().lower() if args else ""))
+    clicks = [v for n, v in calls if n == "click_action"]
     out = set()
-    if any(v.strip() == "buy now" for n, v in calls if n == "click_action"):
+    if "buy now" in clicks:
         out.add("options_before_buy")
-    if re.search(r"over (the )?budget|price.*(higher|lower) than", trace, re.I):
+        if re.search(r"final_reward: 0\.\d*[1-9]", trace):
+            out.add("careful_pick")
+    if re.search(r"\$\s?\d", trace) and re.search(r"price|budget|lower than", trace, re.I) and "buy now" in clicks:
         out.add("budget")
     if re.search(r"repeated_search_terms:", trace):
         out.add("search_loop")
-    if re.search(r"repeated_click_values:|terminal_signal", trace):
-        out.add("product_stall")
     return out
 
 
