@@ -3,9 +3,8 @@
 Import streams tensors out of the (possibly sharded) safetensors files with numpy memory maps, so
 at most one tensor is materialised on the host at a time; with a mesh each tensor goes straight
 into its target `NamedSharding` (from the params' logical axes and `rules`), every device reading
-only its own slice of the map. Qwen3.5
-VLM checkpoints are handled by stripping `model.language_model.` and skipping `model.visual.*` and
-`mtp.*` (multi-token prediction) tensors. Export writes the inverse: `config.json` +
+only its own slice of the map. Qwen3.5 VLM checkpoints are handled by stripping
+`model.language_model.` and skipping `model.visual.*` and `mtp.*` (multi-token prediction) tensors. Export writes the inverse: `config.json` +
 `model.safetensors` (or size-bounded shards + index) that transformers loads directly.
 """
 from __future__ import annotations
@@ -24,7 +23,6 @@ import numpy as np
 from flax import nnx
 
 from hr1_jax.models.config import ModelConfig
-from hr1_jax.models.layers import DTYPE
 from hr1_jax.models.model import CausalLM, abstract_model
 
 # (to_ours, to_hf) array transforms.
