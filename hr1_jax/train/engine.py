@@ -8,6 +8,7 @@ stage, or an HF folder), `model.hf_checkpoint`, else random init from `config.mo
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -16,10 +17,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from hr1_jax.models import ModelConfig, build_model, load_hf_checkpoint, save_hf_checkpoint
+from hr1_jax.models import ModelConfig, abstract_model, build_model, load_hf_checkpoint, save_hf_checkpoint
 from hr1_jax.models.sampler import Sampler
 from hr1_jax.models.tokenizer import load_tokenizer
-from hr1_jax.parallel import make_mesh, maybe_initialize_distributed, reshard_for_sampling, rules_tuple
+from hr1_jax.parallel import (make_mesh, maybe_initialize_distributed, reshard_for_sampling, rules_tuple,
+                              state_shardings)
 from hr1_jax.train.state import TrainState, init_state, split_model, state_sharding
 from hr1_jax.utils.logging import log_event
 
@@ -39,13 +41,13 @@ def _params_source(config) -> str:
     return config.train.init_checkpoint or config.model.hf_checkpoint
 
 
-def save_params(params, cfg: ModelConfig, folder: str) -> None:
-    """Params (orbax, any sharding) + the model config JSON: what the next stage starts from."""
+def save_params(state, cfg: ModelConfig, folder: str) -> None:
+    """The full model state (orbax, any sharding) + the model config JSON: what the next stage
+    starts from."""
     folder = os.path.abspath(folder)
     ckptr = ocp.StandardCheckpointer()
-    ckptr.save(os.path.join(folder, "params"), params, force=True)
+    ckptr.save(os.path.join(folder, "params"), state, force=True)
     ckptr.wait_until_finished()
-    import json
     with open(os.path.join(folder, MODEL_CONFIG), "w") as f:
         json.dump(cfg.to_hf_dict(), f, indent=1)
 
@@ -64,26 +66,32 @@ class Engineer:
         if source and os.path.isfile(os.path.join(source, "config.json")):
             model, self.cfg = load_hf_checkpoint(source, dtype=config.model.param_dtype, mesh=self.mesh,
                                                  rules=self.train_rules)
+        elif source:
+            model, self.cfg = self._restore(source)
         else:
             self.cfg = model_config_for(config, self.tokenizer)
             model = build_model(self.cfg, nnx.Rngs(config.train.seed), mesh=self.mesh, rules=self.train_rules)
-            if source:
-                self._restore_params(model, source)
         self.graphdef, params, self.rest = split_model(model)
         self.init_params = params
         log_event(stage, "model_ready", source=source or "random", params=int(sum(np.size(x) for x in jax.tree.leaves(params))),
                   seconds=round(time.monotonic() - t0, 2), mesh=dict(self.mesh.shape))
         self.sampler: Sampler | None = None
 
-    def _restore_params(self, model, source: str) -> None:
-        path = os.path.join(os.path.abspath(source), "params")
-        if not os.path.isdir(path):
-            raise FileNotFoundError(f"train.init_checkpoint {source!r}: neither an HF folder (config.json) "
-                                    f"nor a stage output with params/")
-        _, params, _ = split_model(model)
-        target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params)
-        restored = ocp.StandardCheckpointer().restore(path, target)
-        nnx.update(model, restored)
+    def _restore(self, source: str):
+        """A previous stage's params (orbax) straight into the training layout, no random init."""
+        params_dir = os.path.join(os.path.abspath(source), "params")
+        cfg_path = os.path.join(source, MODEL_CONFIG)
+        if not (os.path.isdir(params_dir) and os.path.isfile(cfg_path)):
+            raise FileNotFoundError(f"train.init_checkpoint {source!r}: neither an HF folder (config.json) nor a "
+                                    f"stage output ({PARAMS_DIR}/ with params/ and {MODEL_CONFIG})")
+        with open(cfg_path) as f:
+            cfg = ModelConfig.from_hf_dict(json.load(f), param_dtype=self.config.model.param_dtype,
+                                           dtype=self.config.model.dtype, remat=self.config.model.remat)
+        graphdef, abstract = abstract_model(cfg)
+        shardings = state_shardings(abstract, self.mesh, self.train_rules)
+        target = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
+        state = ocp.StandardCheckpointer().restore(params_dir, target)
+        return nnx.merge(graphdef, state), cfg
 
     def new_state(self, tx) -> tuple[TrainState, TrainState]:
         """(state, its shardings) with fresh optimiser state on the training layout."""
@@ -105,7 +113,7 @@ class Engineer:
     def export(self, params, workdir: str) -> str:
         """Write the stage's final params (handoff) and, if configured, an HF folder."""
         folder = os.path.join(workdir, PARAMS_DIR)
-        save_params(params, self.cfg, folder)
+        save_params(nnx.state(nnx.merge(self.graphdef, params, self.rest)), self.cfg, folder)
         if self.config.train.checkpoint.export_hf:
             try:
                 model = nnx.merge(self.graphdef, params, self.rest)
