@@ -110,6 +110,10 @@ def test_quoted_admissible_action_in_hint_is_taken():
     m = first_messages()
     m.append({"role": "user", "content": "Try go to cabinet 1 next."})
     assert action_of(ScriptedAgent(TASK, 0, cfg(skill=1.0, hint=1.0)).chat(m, [])) == "go to cabinet 1"
+    # A bare word that happens to be a command is not a quoted action.
+    m = holding_pan_at_stove()
+    m.append({"role": "user", "content": "Look for the fridge and keep going."})
+    assert action_of(ScriptedAgent(TASK, 0, cfg(skill=1.0, hint=1.0)).chat(m, [])) == "go to fridge 1"
 
 
 def test_believes_done_idles_with_the_same_action():

@@ -88,9 +88,9 @@ def test_batch_with_the_harness_r1_patch(env, tasks, baseline):
 
 
 # The two Harness-R1 patches below call a helper `text` in make_pre_hint that only their other hooks
-# define (each hook compiles in its own namespace). It is reached only before on_post_step first
-# stores nb["target_type"], i.e. on the first turn: one NameError per episode, a bug in the patch
-# that any faithful runtime reproduces.
+# define (each hook compiles in its own namespace). It is reached only until on_post_step first
+# stores nb["target_type"] (normally turn 0 only): about one NameError per episode, a bug in the
+# patch that any faithful runtime reproduces (~4% of hook calls in short scripted episodes).
 KNOWN_FIRST_TURN_NAME_ERROR = {"harness-r1/seed20260720/alfworld.json", "harness-r1/seed20260722/alfworld.json"}
 
 
@@ -108,8 +108,11 @@ def test_reference_patch_runs_on_our_ctx(env, tasks, baseline, path):
     assert calls > 0
     assert all(r.status in STATUSES for r in results)
     if name in KNOWN_FIRST_TURN_NAME_ERROR:
-        assert all(e["hook"] == "make_pre_hint" and e["turn"] == 0 and "text" in (e["error"] or "")
-                   for e in errors), errors[:3]
-        assert len(errors) <= len(results)
+        for r in results:
+            first_post = min((e["turn"] for e in r.hook_events if e["hook"] == "on_post_step"), default=10**9)
+            for e in r.hook_events:
+                if e["status"] in ("error", "timeout", "memory"):
+                    assert e["hook"] == "make_pre_hint" and "'text' is not defined" in e["error"], e
+                    assert e["turn"] <= first_post, e
     else:
         assert rate < 0.01, errors[:3]

@@ -224,7 +224,9 @@ class ScriptedAgent:
             b.idle_cleared_at = b.turn
             b.give_up_turn = None
         held = b.tracker.inventory[0] if b.tracker.inventory else ""
-        quoted = [a for a in b.admissible if a in h and a != blocked]
+        # Only full numbered commands count as quoted ("look" inside "look for the pan" does not).
+        quoted = [a for a in b.admissible if a != blocked and re.search(r"\d", a)
+                  and re.search(r"(?<![\w/])" + re.escape(a) + r"(?![\w/])", h)]
         if quoted:
             b.suggested = max(quoted, key=len)
         elif "take" in h and p.target in h:
