@@ -26,7 +26,7 @@ from envs.dbbench.env import DBBenchEnv  # noqa: E402
 from hr1_jax.agents.scripted.dbbench import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
-REFERENCE = REPO.parent / "shared" / "data" / "reference_patches" / "examples" / "heldout_generalization"
+REFERENCE = REPO / "hr1_jax" / "patch" / "reference_patches" / "examples" / "heldout_generalization"
 AGENT = {"skill": 0.6, "hint_follow_prob": 0.7}
 
 

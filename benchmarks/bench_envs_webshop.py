@@ -25,7 +25,7 @@ from envs.webshop.env import DISPLAY_NAME, WebShopEnv  # noqa: E402
 from hr1_jax.agents.scripted.webshop import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
-REF = REPO.parent / "shared" / "data" / "reference_patches"
+REF = REPO / "hr1_jax" / "patch" / "reference_patches"
 
 
 class TimedEnv(WebShopEnv):

@@ -26,7 +26,7 @@ from hr1_jax.patch import build_response, compile_patch, parse_response, run_hoo
 from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.sandbox import _compile_cached  # noqa: E402
 
-REF = REPO / "tests" / "data" / "reference_patches"
+REF = REPO / "hr1_jax" / "patch" / "reference_patches"
 
 ALFWORLD_CTX = {
     "observation": "You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 2, and a mug 1.",

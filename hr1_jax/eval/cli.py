@@ -23,7 +23,7 @@ def _baselines(config, workdir: str, seeds: list[int], benches: list[str]) -> di
         root = os.path.join(workdir, "baseline", f"seed{seed}")
         for bench in benches:
             c = config.copy_and_resolve_references()
-            c.benchmark, c.split, c.tasks, c.seed = bench, config.eval.split, config.eval.tasks, seed
+            c.benchmark, c.split, c.tasks, c.seed = bench, config.eval.split[bench], config.eval.tasks, seed
             c.rollout.baseline_dir = root
             if baseline_stage(c, workdir) != 0:
                 log_event("eval", "baseline_incomplete", benchmark=bench, seed=seed)
@@ -63,7 +63,7 @@ def run_eval(config, workdir: str) -> "EvalResult":
     engineers = _engineers(config)
     result = EvalResult(
         title="hr1-jax evaluation: fixed-batch run-patch-rerun",
-        notes=[f"target: {config.target.kind} {config.target.name}; split {e.split}, tasks {e.tasks} per benchmark "
+        notes=[f"target: {config.target.kind} {config.target.name}; splits {e.split.to_dict()}, tasks {e.tasks} per benchmark "
                f"({n_tasks}), target seeds {seeds}",
                "invalid patch = no patch (delta 0, counted); infrastructure failures are reported separately",
                "ALFWorld test split: 432 of the 500 Harness-R1 test games are available",

@@ -15,7 +15,8 @@ def defaults() -> ml_collections.ConfigDict:
     c.compare_teacher = True           # add the template teacher as a method
     c.fixed_editors = "reference:seed20260720"  # comma-separated extra fixed patch sources
     c.benchmarks = "alfworld,webshop,dbbench"
-    c.split = "test"
+    # Test split per benchmark (ALFWorld: the 432 available Harness-R1 test games).
+    c.split = ml_collections.ConfigDict({"alfworld": "harness_r1_test", "webshop": "test", "dbbench": "test"})
     c.tasks = "0:20"                   # per benchmark
     c.seeds = "0,1"                    # target seeds: each has its own baseline and reruns
     c.self_refine = True
@@ -39,6 +40,8 @@ def validate(c, config) -> None:
     benches = [b for b in c.benchmarks.split(",") if b]
     require(bool(benches) and all(b in BENCHMARKS for b in benches), "eval.benchmarks",
             f"comma-separated subset of {BENCHMARKS}, got {c.benchmarks!r}")
+    for b in benches:
+        require(bool(c.split.get(b)), f"eval.split.{b}", "a split name is required for every evaluated benchmark")
     require(bool(parse_ints(c.seeds, "eval.seeds")), "eval.seeds", "at least one seed")
     parse_ints(c.heldout_seeds, "eval.heldout_seeds")
     require(c.heldout_evidence >= 0, "eval.heldout_evidence", "must be >= 0")

@@ -15,9 +15,9 @@ import glob
 import json
 import os
 
+from hr1_jax.patch.reference import HELDOUT_DIR
 from hr1_jax.train.data import row_benchmark
 
-REFERENCE_PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_patches")
 BASELINE_PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_patches")
 
 
@@ -58,7 +58,7 @@ def self_refine_engineer(protocol: str) -> FixedPatchEngineer:
 
 def reference_patch_engineer(seed_dir: str, protocol: str, editor: str = "harness-r1") -> FixedPatchEngineer:
     """The shipped held-out patches of one reference editor and evidence seed, one per benchmark."""
-    folder = os.path.join(REFERENCE_PATCH_DIR, "examples", "heldout_generalization", editor, seed_dir)
+    folder = os.path.join(HELDOUT_DIR, editor, seed_dir)
     patches = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         with open(path) as f:

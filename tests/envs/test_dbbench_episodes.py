@@ -9,10 +9,10 @@ from envs.dbbench import config as dbconfig
 from envs.dbbench import server
 from envs.dbbench.env import DBBenchEnv, TIPS_HEADER, TOOL_HINT_HEADER
 from hr1_jax.agents.scripted.dbbench import ScriptedAgent
+from hr1_jax.patch.reference import HELDOUT_DIR
 from hr1_jax.runtime import run_episode
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-REFERENCE = REPO.parent / "shared" / "data" / "reference_patches" / "examples" / "heldout_generalization"
+REFERENCE = HELDOUT_DIR
 # Two of each SELECT family plus INSERT and UPDATE tasks.
 TASKS_10 = [0, 17, 34, 51, 68, 85, 100, 130, 200, 250]
 DEFAULT_AGENT = {"skill": 0.6, "hint_follow_prob": 0.7}

@@ -13,9 +13,10 @@ from envs.base import Action
 from envs.webshop import goals, identity, reward
 from envs.webshop.env import WebShopEnv, parse_requirements
 from envs.webshop.search import BM25Index
+from hr1_jax.patch.reference import REFERENCE_PATCH_DIR
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-REPLAY = REPO.parent / "shared" / "data" / "reference_patches" / "demo" / "artifacts" / "replay_states.json"
+REPLAY = REFERENCE_PATCH_DIR / "demo" / "artifacts" / "replay_states.json"
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,10 @@ import pytest
 
 from envs.webshop.env import WebShopEnv
 from hr1_jax.agents.scripted.webshop import ScriptedAgent, kinds_of
+from hr1_jax.patch.reference import REFERENCE_PATCH_DIR
 from hr1_jax.runtime import run_episode
 
-REF = Path(__file__).resolve().parents[3] / "shared" / "data" / "reference_patches"
+REF = REFERENCE_PATCH_DIR
 EXAMPLE = REF / "examples" / "webshop_patch.json"
 DEMO = REF / "demo" / "artifacts"
 HELDOUT = sorted((REF / "examples" / "heldout_generalization").glob("*/seed*/webshop.json"))

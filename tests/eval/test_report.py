@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -52,15 +53,11 @@ def test_highlighter_escapes_and_marks_tokens():
     assert highlight_python("'''<x>") == "&#x27;&#x27;&#x27;&lt;x&gt;"  # tokenize error: escaped text
 
 
-@pytest.mark.chromium
-def test_report_renders_in_headless_chromium(tmp_path):
+def render_probe(html_path, tmp_path) -> tuple[int, int, int]:
+    """Open a report in headless Chromium: (#rows of the main table, #images, #images decoded)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("chromium is not installed (launch/setup.sh installs it as root)")
-    paths = write_reports(_result(), str(tmp_path), n_boot=200)
-    # Probe the rendered page: the tables exist and every plot decoded to a real image.
     probe = tmp_path / "probe.html"
-    probe.write_text(open(paths["html"]).read().replace("</body>", (
+    probe.write_text(open(html_path).read().replace("</body>", (
         "<script>window.addEventListener('load',()=>{const imgs=[...document.images];"
         "document.body.setAttribute('data-probe',"
         "(document.querySelectorAll('#main-table tr').length)+':'+imgs.length+':'"
@@ -70,10 +67,22 @@ def test_report_renders_in_headless_chromium(tmp_path):
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
          probe.as_uri()], capture_output=True, text=True, timeout=120)
-    assert 'data-probe="4:2:2"' in out.stdout, out.stderr[-2000:]
+    match = re.search(r'data-probe="(\d+):(\d+):(\d+)"', out.stdout)
+    assert match, out.stderr[-2000:]
+    return tuple(int(x) for x in match.groups())
+
+
+@pytest.mark.chromium
+def test_report_renders_in_headless_chromium(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed (launch/setup.sh installs it as root)")
+    paths = write_reports(_result(), str(tmp_path), n_boot=200)
+    # The tables exist (header + baseline + 2 methods) and every plot decoded to a real image.
+    assert render_probe(paths["html"], tmp_path) == (4, 2, 2)
     shot = tmp_path / "shot.png"
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                     "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile2'}",
-                    f"--screenshot={shot}", "--window-size=1100,1400", probe.as_uri()],
+                    f"--screenshot={shot}", "--window-size=1100,1400", paths["html"]],
                    capture_output=True, timeout=120)
     assert shot.exists() and os.path.getsize(shot) > 10_000

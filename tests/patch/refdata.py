@@ -1,8 +1,8 @@
-"""Paths of the reference patches shipped under tests/data (see its SOURCE.md)."""
+"""Paths of the reference patches shipped in hr1_jax/patch/reference_patches (see its SOURCE.md)."""
 import json
 import pathlib
 
-REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "reference_patches"
+from hr1_jax.patch.reference import REFERENCE_PATCH_DIR as REF
 
 
 def reference_patch_files() -> list[pathlib.Path]:

@@ -55,7 +55,7 @@ def test_baseline_batches_metadata_and_resume(tmp_path):
 
 def test_rollout_with_reference_patch_file_records_hook_events(tmp_path):
     c = dbbench_config()
-    c.patch = os.path.join(REPO, "tests/data/reference_patches/examples/heldout_generalization/harness-r1/"
+    c.patch = os.path.join(REPO, "hr1_jax/patch/reference_patches/examples/heldout_generalization/harness-r1/"
                                  "seed20260720/dbbench.json")
     assert rollout_stage(c, str(tmp_path)) == 0
     rows = read_results(str(tmp_path))

@@ -1,0 +1,62 @@
+"""`hr1 eval` end to end on the embedded default (scripted targets, DBBench on SQLite, WebShop
+substitute): every method and baseline in both reports, reproducible numbers, rendered page."""
+import json
+import shutil
+
+import pytest
+
+from configs.default import get_config
+from hr1_jax.eval.cli import eval_stage
+from tests.eval.test_report import render_probe
+
+
+def _config():
+    c = get_config()
+    c.dbbench.backend = "sqlite"
+    c.rollout.num_workers = 2
+    e = c.eval
+    e.benchmarks, e.tasks, e.seeds = "dbbench,webshop", "0:10", "0"
+    e.engineer = "teacher"
+    e.compare_teacher = False
+    e.fixed_editors = "reference:seed20260720"
+    e.heldout_evidence, e.heldout_seeds = 3, "1"
+    e.bootstrap_samples = 300
+    return c
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("eval1")
+    assert eval_stage(_config(), str(workdir)) == 0
+    return workdir
+
+
+def test_reports_carry_all_methods_baselines_and_intervals(first_run):
+    numbers = json.loads((first_run / "report.json").read_text())
+    methods = [r["method"] for r in numbers["main_table"]]
+    assert methods[0] == "No patch (baseline)"
+    for expected in ("Template teacher", "Reference harness-r1 patch (seed20260720)", "Self-Refine rule",
+                     "Best-of-2 target (budget-matched) †", "Template teacher held-out (evidence seed 1)"):
+        assert expected in methods, methods
+    for d in numbers["deltas"]:
+        assert d["ci_low"] <= d["mean_delta"] <= d["ci_high"]
+        assert d["n"] == (7 if "held-out" in d["method"] else 10)
+    md = (first_run / "report.md").read_text()
+    assert "95% paired bootstrap CI" in md and "substitute" in md and "```python" in md
+    result = json.loads((first_run / "eval_result.json").read_text())
+    teacher = next(m for m in result["methods"] if m["name"] == "Template teacher")
+    assert teacher["patches"] and all(p["valid"] for p in teacher["patches"])
+    assert any(p["hook_stats"] for p in teacher["patches"])  # hooks fired and were counted
+
+
+def test_same_evaluation_reproduces_identical_numbers(first_run, tmp_path):
+    assert eval_stage(_config(), str(tmp_path)) == 0  # fresh workdir: no cache, no stored baseline
+    assert json.loads((tmp_path / "report.json").read_text()) == json.loads((first_run / "report.json").read_text())
+
+
+@pytest.mark.chromium
+def test_eval_report_renders(first_run, tmp_path):
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("chromium is not installed (launch/setup.sh installs it as root)")
+    rows, images, loaded = render_probe(first_run / "report.html", tmp_path)
+    assert rows == 7 and images == 2 and loaded == 2  # header + no patch + 5 methods
