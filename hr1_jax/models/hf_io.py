@@ -203,44 +203,56 @@ def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
     return nnx.merge(graphdef, state), cfg
 
 
-def _hf_tensors(model: CausalLM) -> dict[str, np.ndarray]:
-    out = {}
-    for p, var in _flat_params(nnx.state(model, nnx.Param)).items():
-        key, to_hf = path_to_hf_key(p)
-        out[key] = np.ascontiguousarray(to_hf(np.asarray(jax.device_get(var.get_value()))))
-    return out
+def _to_host(value: jax.Array) -> np.ndarray:
+    if jax.process_count() > 1 and not value.is_fully_addressable:
+        from jax.experimental import multihost_utils  # every process must join the gather
+
+        return np.asarray(multihost_utils.process_allgather(value, tiled=True))
+    return np.asarray(jax.device_get(value))
 
 
 def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_bytes: int = 5 << 30,
                        copy_tokenizer_from: str | None = None) -> None:
     """Write `config.json` + safetensors (sharded with an index above `max_shard_bytes`), and copy
     the tokenizer / generation files of `copy_tokenizer_from` (e.g. the source checkpoint) so the
-    folder is directly usable by transformers or vLLM."""
+    folder is directly usable by transformers or vLLM. Streams one file's tensors at a time to the
+    host; on a multi-host mesh every process must call it and process 0 writes."""
     if cfg.layer_types != model.cfg.layer_types or cfg.vocab_size != model.cfg.vocab_size:
         raise CheckpointError("save_hf_checkpoint: cfg does not describe this model")
     from safetensors.numpy import save_file  # only export needs it
 
-    os.makedirs(path, exist_ok=True)
-    tensors = _hf_tensors(model)
-    shards: list[dict[str, np.ndarray]] = [{}]
+    writer = jax.process_index() == 0
+    params = {}
+    for p, var in _flat_params(nnx.state(model, nnx.Param)).items():
+        key, to_hf = path_to_hf_key(p)
+        params[key] = (var, to_hf)
+    shards: list[list[str]] = [[]]
     size = 0
-    for key in sorted(tensors):
-        nbytes = tensors[key].nbytes
+    for key in sorted(params):  # plan files from shapes, before any transfer
+        var = params[key][0]
+        nbytes = int(np.prod(var.shape)) * np.dtype(var.dtype).itemsize
         if shards[-1] and size + nbytes > max_shard_bytes:
-            shards.append({})
+            shards.append([])
             size = 0
-        shards[-1][key] = tensors[key]
+        shards[-1].append(key)
         size += nbytes
-    meta = {"format": "pt"}
-    if len(shards) == 1:
-        save_file(shards[0], os.path.join(path, "model.safetensors"), metadata=meta)
-    else:
-        weight_map = {}
-        for i, shard in enumerate(shards):
-            name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-            save_file(shard, os.path.join(path, name), metadata=meta)
-            weight_map.update({k: name for k in shard})
-        total = sum(t.nbytes for t in tensors.values())
+    names = ["model.safetensors"] if len(shards) == 1 else \
+        [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    if writer:
+        os.makedirs(path, exist_ok=True)
+    total = 0
+    for name, keys in zip(names, shards):
+        tensors = {}
+        for key in keys:
+            var, to_hf = params[key]
+            tensors[key] = np.ascontiguousarray(to_hf(_to_host(var.get_value())))
+            total += tensors[key].nbytes
+        if writer:
+            save_file(tensors, os.path.join(path, name), metadata={"format": "pt"})
+    if not writer:
+        return
+    if len(shards) > 1:
+        weight_map = {k: name for name, keys in zip(names, shards) for k in keys}
         with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     with open(os.path.join(path, "config.json"), "w") as f:

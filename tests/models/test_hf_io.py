@@ -175,7 +175,7 @@ RULES = (("vocab", "tensor"), ("embed", "fsdp"), ("mlp", "tensor"), ("heads", "t
          ("conv", "tensor"), ("linear_v", "tensor"), ("linear_heads", None), ("conv_kernel", None))
 
 
-def test_load_onto_mesh_places_each_tensor():
+def test_load_onto_mesh_places_each_tensor(tmp_path):
     _, src = hf.cached_checkpoint("qwen3_5")
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 2, 2), ("data", "fsdp", "tensor"))
     model, _ = load_hf_checkpoint(src, mesh=mesh, rules=RULES)
@@ -190,6 +190,12 @@ def test_load_onto_mesh_places_each_tensor():
     plain, _ = forward(ref_model, jnp.asarray(IDS), ONES)
     # sharded matmuls reduce in a different order: equal up to fp32 rounding
     np.testing.assert_allclose(np.asarray(sharded), np.asarray(plain), atol=1e-4, rtol=0)
+    # exporting the sharded model gathers every tensor back: same files as the source
+    save_hf_checkpoint(model, ref_model.cfg, str(tmp_path))
+    orig, ours = _hf_tensors(src), _hf_tensors(str(tmp_path))
+    assert orig.keys() == ours.keys()
+    for k in orig:
+        np.testing.assert_array_equal(orig[k], ours[k], err_msg=k)
 
 
 def test_build_model_under_mesh_is_sharded():
