@@ -42,8 +42,8 @@ def get_config():
     t.sft.warmup_ratio = 0.05
     t.sft.batch_size = 4
     t.sft.grad_accum = 1
-    t.sft.max_seq_len = 640
-    t.sft.buckets = (256, 320, 384, 448, 512, 640)
+    t.sft.max_seq_len = 512
+    t.sft.buckets = (192, 256, 320, 384, 512)
     t.sft.save_every = 50
 
     g = t.grpo
@@ -53,11 +53,11 @@ def get_config():
     g.iterations = 2
     g.micro_batch = 4
     g.num_steps = 8
-    g.lr = 2e-5
+    g.lr = 5e-5
     g.temperature = 1.0
     g.top_p = 1.0
     g.max_prompt_tokens = 256
-    g.max_response_tokens = 448
+    g.max_response_tokens = 256
     g.save_every = 2
 
     # Task sets: train rows (teacher SFT + GRPO) and held-out rows (the table), batches of 5 tasks

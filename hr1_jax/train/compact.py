@@ -12,6 +12,7 @@ reported as such; the full-size path uses the reference prompts and the model's 
 from __future__ import annotations
 
 import collections
+import json
 import re
 
 from hr1_jax.models.tokenizer import SPECIAL_TOKENS
@@ -32,6 +33,20 @@ def compact_user(benchmark: str, signals: dict[str, int], baseline_pass: int, ba
 
 # Lines of code (real or JSON-escaped newlines) and JSON scaffolding between fields.
 _CHUNK_SPLIT = re.compile(r"\\n|\n|(?<=\", )|(?<=\": \")|(?<=\[\{)|(?<=\}, \{)|(?<=\. )|(?<=; )|(?<=: )")
+
+
+def program_symbols() -> list[str]:
+    """The template library's building blocks as they appear inside a response (JSON-escaped code
+    blocks, skill sentences, `<think>` phrases), as SentencePiece user symbols."""
+    from hr1_jax.train.teacher.programs import LIBRARY, THINK_FIXED, code_blocks
+
+    out: list[str] = []
+    for bench, mods in LIBRARY.items():
+        out += [json.dumps(b, ensure_ascii=False)[1:-1] for b in code_blocks(bench)]
+        out += [m.think for m in mods] + [m.name.replace("_", " ") for m in mods]
+    out += list(THINK_FIXED)
+    seen: set[str] = set()
+    return [x.replace(" ", "\u2581") for x in out if len(x) > 3 and not (x in seen or seen.add(x))]
 
 
 def code_chunks(texts: list[str], *, min_count: int = 2, min_len: int = 6, limit: int = 800) -> list[str]:

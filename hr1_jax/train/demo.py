@@ -142,14 +142,15 @@ def stage_rows(config, workdir: str) -> dict:
 
 def stage_tokenizer(config, workdir: str) -> dict:
     from hr1_jax.models.tokenizer import format_chat, train_sentencepiece
-    from hr1_jax.train.compact import code_chunks
+    from hr1_jax.train.compact import code_chunks, program_symbols
     from hr1_jax.train.teacher.template import TemplateTeacher
 
     rows = read_jsonl(os.path.join(workdir, "rows", "rl_train.jsonl"))
     teacher = TemplateTeacher(max_candidates=config.train.teacher.candidates)
     responses = [text for row in rows for _, text in teacher.responses(row)]
     prompts = [format_chat(row["prompt"]) for row in rows]
-    symbols = code_chunks(responses)
+    symbols = program_symbols()
+    symbols += [c for c in code_chunks(responses) if c not in set(symbols)]
     prefix = os.path.join(workdir, "tokenizer", "engineer_spm")
     train_sentencepiece(prompts + responses, prefix, config.train.demo.vocab_size, extra_symbols=symbols)
     return {"path": prefix + ".model", "corpus_texts": len(prompts) + len(responses), "code_symbols": len(symbols)}
@@ -216,8 +217,7 @@ def demo_stage(config, workdir: str) -> int:
 
     t_start = time.monotonic()
     workdir = os.path.abspath(workdir)
-    prior = _done(workdir, "summary")
-    elapsed_before = float(prior["wall_seconds"]) if prior else 0.0
+    skipped_s = 0.0   # stages finished by an earlier (interrupted) invocation still count
     tok_path = os.path.join(workdir, "tokenizer", "engineer_spm.model")
     config = _sub(config, **{"model.tokenizer": tok_path,
                              "rollout.cache_dir": os.path.join(workdir, "reward_cache")})
@@ -233,6 +233,7 @@ def demo_stage(config, workdir: str) -> int:
             done = _done(workdir, name)
             if done is not None:
                 stages[name] = done
+                skipped_s += float(done.get("seconds", 0.0))
                 log_event("demo", "stage_skipped", name=name)
                 continue
             t0 = time.monotonic()
@@ -240,7 +241,7 @@ def demo_stage(config, workdir: str) -> int:
             stages[name] = _finish(workdir, name, fn(), t0)
     methods = {m: {k: stages["eval"][m][k] for k in ("mean_delta_reward", "delta_pass_rate", "valid_rate",
                                                       "n_batches")} for m in METHODS}
-    wall = round(elapsed_before + time.monotonic() - t_start, 1) if not prior else float(prior["wall_seconds"])
+    wall = round(time.monotonic() - t_start + skipped_s, 1)
     summary = {"methods": methods, "wall_seconds": wall,
                "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
                "details": {"rows": stages["rows"], "teacher": stages["teacher"], "sft": stages["sft"],
@@ -252,8 +253,6 @@ def demo_stage(config, workdir: str) -> int:
                          "teacher = the template teacher's signal-chosen program (no rerun-based selection)."]}
     with open(os.path.join(workdir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    if not prior:
-        _finish(workdir, "summary", {"wall_seconds": wall}, t_start)
     print(format_table(methods))
     print(f"wall: {wall:.0f} s; summary: {os.path.join(workdir, 'summary.json')}")
     return 0

@@ -218,58 +218,78 @@ POST_HELPERS = {"alfworld": ("text",)}
 GUARD_HELPERS = {"alfworld": ("text", "closest", "need_verb"), "webshop": ("text", "pick_option")}
 
 
+INIT_HEAD = ("def hook(ctx, nb):\n"
+             "    nb['stage'] = 'start'\n"
+             "    nb['last_hint'] = ''\n"
+             "    return {'skills': [{'text': ")
+INIT_TAIL = "}]}\n"
+POST_HEAD = ("def hook(ctx, nb):\n"
+             "    p = ctx.get('predicates') or {}\n"
+             "    s = ctx.get('state') or {}\n")
+POST_HEAD_EXTRA = {"alfworld": (
+    "    w = ctx.get('world') or {}\n"
+    "    tt = text((ctx.get('task') or {}).get('task_type'))\n"
+    "    target = text((ctx.get('task') or {}).get('target_type'))\n"
+    "    inv = text(w.get('inventory'))\n"
+    "    inv_has = bool(target) and target in inv\n"
+    "    takes = [str(x) for x in ctx.get('admissible') or [] if text(x).startswith('take ' + target + ' ')]\n"
+    "    nb['take_cmd'] = takes[0] if takes else ''\n")}
+POST_BODY = "    stage = 'working'\n"
+POST_TAIL = "    nb['stage'] = stage\n    return None\n"
+HINT_HEAD = "def hook(ctx, nb):\n    stage = nb.get('stage')\n    msg = ''\n"
+HINT_TAIL = ("    if not msg or nb.get('last_hint') == msg:\n"
+             "        return None\n"
+             "    nb['last_hint'] = msg\n"
+             "    return {'message': msg}\n")
+GUARD_HEAD = ("def hook(ctx, nb):\n"
+              "    a = ctx.get('action') or {}\n"
+              "    p = ctx.get('predicates') or {}\n"
+              "    s = ctx.get('state') or {}\n")
+GUARD_TAIL = "    return None\n"
+
+
 def _helpers(names) -> str:
     return "".join(HELPERS[n] + "\n" for n in names)
 
 
+def _stage_block(m: Module) -> str:
+    return f"    if {m.stage_test}:\n        stage = '{m.stage}'\n"
+
+
+def _hint_block(m: Module) -> str:
+    return f"    if stage == '{m.stage}':\n        msg = {m.hint_expr or json.dumps(m.hint)}\n"
+
+
 def _on_init(benchmark: str, mods) -> str:
-    skill = " ".join(m.skill for m in mods if m.skill)
-    return ("def hook(ctx, nb):\n"
-            "    nb['stage'] = 'start'\n"
-            "    nb['last_hint'] = ''\n"
-            f"    return {{'skills': [{{'text': {json.dumps(skill)}}}]}}\n")
+    return INIT_HEAD + json.dumps(" ".join(m.skill for m in mods if m.skill)) + INIT_TAIL
 
 
 def _on_post_step(benchmark: str, mods) -> str:
-    head = ("def hook(ctx, nb):\n"
-            "    p = ctx.get('predicates') or {}\n"
-            "    s = ctx.get('state') or {}\n")
-    if benchmark == "alfworld":
-        head += ("    w = ctx.get('world') or {}\n"
-                 "    tt = text((ctx.get('task') or {}).get('task_type'))\n"
-                 "    target = text((ctx.get('task') or {}).get('target_type'))\n"
-                 "    inv = text(w.get('inventory'))\n"
-                 "    inv_has = bool(target) and target in inv\n"
-                 "    takes = [str(x) for x in ctx.get('admissible') or [] if text(x).startswith('take ' + target + ' ')]\n"
-                 "    nb['take_cmd'] = takes[0] if takes else ''\n")
-    body = "    stage = 'working'\n"
-    for m in mods:
-        if m.stage_test:
-            body += f"    if {m.stage_test}:\n        stage = '{m.stage}'\n"
-    return _helpers(POST_HELPERS.get(benchmark, ())) + head + body + "    nb['stage'] = stage\n    return None\n"
+    body = "".join(_stage_block(m) for m in mods if m.stage_test)
+    return (_helpers(POST_HELPERS.get(benchmark, ())) + POST_HEAD + POST_HEAD_EXTRA.get(benchmark, "")
+            + POST_BODY + body + POST_TAIL)
 
 
 def _make_pre_hint(mods) -> str:
-    code = "def hook(ctx, nb):\n    stage = nb.get('stage')\n    msg = ''\n"
-    for m in mods:
-        if m.stage_test:
-            code += f"    if stage == '{m.stage}':\n        msg = {m.hint_expr or json.dumps(m.hint)}\n"
-    code += ("    if not msg or nb.get('last_hint') == msg:\n"
-             "        return None\n"
-             "    nb['last_hint'] = msg\n"
-             "    return {'message': msg}\n")
-    return code
+    return HINT_HEAD + "".join(_hint_block(m) for m in mods if m.stage_test) + HINT_TAIL
 
 
-def _on_before_action(mods) -> str:
-    guarded = [m for m in mods if m.guard]
-    code = ("def hook(ctx, nb):\n"
-            "    a = ctx.get('action') or {}\n"
-            "    p = ctx.get('predicates') or {}\n"
-            "    s = ctx.get('state') or {}\n")
-    for m in guarded:
-        code += m.guard
-    return code + "    return None\n"
+def _on_before_action(benchmark: str, mods) -> str:
+    return (_helpers(GUARD_HELPERS.get(benchmark, ())) + GUARD_HEAD + "".join(m.guard for m in mods if m.guard)
+            + GUARD_TAIL)
+
+
+def code_blocks(benchmark: str) -> list[str]:
+    """Every fixed piece of source the benchmark's programs are concatenated from (hook heads and
+    tails, helper sets, one block per module and hook, skill sentences): the units a program is
+    composed of, which the demo tokenizer keeps as single pieces."""
+    mods = LIBRARY[benchmark]
+    blocks = [INIT_HEAD, INIT_TAIL, POST_HEAD + POST_HEAD_EXTRA.get(benchmark, "") + POST_BODY, POST_TAIL,
+              HINT_HEAD, HINT_TAIL, GUARD_HEAD, GUARD_TAIL, _helpers(POST_HELPERS.get(benchmark, ())),
+              _helpers(GUARD_HELPERS.get(benchmark, ()))]
+    blocks += [_stage_block(m) for m in mods if m.stage_test] + [_hint_block(m) for m in mods if m.stage_test]
+    blocks += [m.guard for m in mods if m.guard] + [m.skill for m in mods if m.skill]
+    return [b for b in blocks if b]
 
 
 def build_patch(benchmark: str, names: list[str]) -> dict:
@@ -284,26 +304,31 @@ def build_patch(benchmark: str, names: list[str]) -> dict:
         actions.append({"type": "add_code_hook", "hook": "make_pre_hint", "code": _make_pre_hint(mods)})
     if any(m.guard for m in mods):
         actions.append({"type": "add_code_hook", "hook": "on_before_action",
-                        "code": _helpers(GUARD_HELPERS.get(benchmark, ())) + _on_before_action(mods)})
-    desc = "Stage-tracking harness for: " + ", ".join(m.name.replace("_", " ") for m in mods) + "."
+                        "code": _on_before_action(benchmark, mods)})
+    desc = THINK_FIXED[8] + ", ".join(m.name.replace("_", " ") for m in mods) + "."
     return {"schema_version": "harness-r1-patch-v1", "benchmark": benchmark, "description": desc,
             "actions": actions}
+
+
+THINK_FIXED = ("- Recurring failure: the agent ", "- State in nb: ", "stage and last_hint only",
+               "- Hooks: on_init states the workflow; ",
+               "on_post_step tracks the stage and make_pre_hint gives one deduplicated hint per stage; ",
+               "on_before_action enforces ", "no hard interventions",
+               "- Regression risk: rules fire only on the narrow evidence above, so tasks the agent already "
+               "solves are untouched.", "Stage-tracking harness for: ")
 
 
 def think_bullets(benchmark: str, names: list[str]) -> str:
     """The four `<think>` bullets of the reference's quality contract."""
     mods = [m for m in LIBRARY[benchmark] if m.name in set(names)]
-    pattern = "; ".join(m.think for m in mods)
     stages = [m.stage for m in mods if m.stage]
     guards = [m.name.replace("_", " ") for m in mods if m.guard]
     return "\n".join([
-        f"- Recurring failure: the agent {pattern}.",
-        "- State in nb: " + (", ".join(["stage"] + stages) if stages else "stage and last_hint only") + ".",
-        "- Hooks: on_init states the workflow; " + ("on_post_step tracks the stage and make_pre_hint gives one "
-                                                    "deduplicated hint per stage; " if stages else "")
-        + ("on_before_action enforces " + ", ".join(guards) if guards else "no hard interventions") + ".",
-        "- Regression risk: rules fire only on the narrow evidence above, so tasks the agent already "
-        "solves are untouched.",
+        THINK_FIXED[0] + "; ".join(m.think for m in mods) + ".",
+        THINK_FIXED[1] + (", ".join(["stage"] + stages) if stages else THINK_FIXED[2]) + ".",
+        THINK_FIXED[3] + (THINK_FIXED[4] if stages else "")
+        + (THINK_FIXED[5] + ", ".join(guards) if guards else THINK_FIXED[6]) + ".",
+        THINK_FIXED[7],
     ])
 
 
