@@ -151,3 +151,12 @@ def test_tips_in_the_system_prompt_are_standing_hints():
         agent.flags["skip_transform"] = True
         by_tool.add(action_of(agent.chat(m, tools)))
     assert by_tool == {"go to fridge 1", "go to countertop 2"}
+
+
+def test_uninformative_hints_distract_sometimes():
+    m = holding_pan_at_stove()
+    m.append({"role": "user", "content": "Keep working on your task."})
+    acts = [action_of(ScriptedAgent(TASK, s, cfg(skill=0.6, hint=1.0)).chat(m, [])) for s in range(60)]
+    assert "inventory" in acts
+    plain = [action_of(ScriptedAgent(TASK, s, cfg(skill=0.6, hint=1.0)).chat(m[:-1], [])) for s in range(60)]
+    assert acts.count("inventory") > plain.count("inventory")

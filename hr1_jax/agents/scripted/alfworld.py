@@ -21,6 +21,8 @@ Failure profile (rates at `skill=0.6`; each scales with (1 - skill) / 0.4, so sk
              object type as "the target") 12%; look_at: uses the lamp without holding the object
              35%; forget to open a closed receptacle before taking 30%; give up at a random turn
              (15-40) 10%.
+  distraction 30%: a followed hint that tells it nothing new (a repeated or generic message)
+             makes it re-orient with "inventory" instead of acting (a wasted step).
   After it believes the task is done (e.g. put before transforming) it idles with the same
   "look"/"inventory" action, which AgentBench's three-identical-actions rule turns into an early
   failure unless a harness message gets it going again.
@@ -57,7 +59,7 @@ VERBS = {"pick_heat_then_place": "heat", "pick_cool_then_place": "cool", "pick_c
 BASE_RATES = {
     "invalid": 0.05, "repeat": 0.04, "wander": 0.05, "miss_visible": 0.25, "no_tool": 0.01,
     "skip_transform": 0.5, "stop_after_one": 0.5, "wrong_object": 0.12, "lamp_first": 0.35,
-    "forget_open": 0.3, "give_up": 0.10,
+    "forget_open": 0.3, "give_up": 0.10, "distract": 0.3,
 }
 # Tips in the system prompt and tool hints are standing advice, followed half as often as a
 # message that arrives at the moment it applies.
@@ -128,6 +130,7 @@ class _Beliefs:
         self.idle_cleared_at = -1              # a followed "resume" hint ends idling from here
         self.suggested = ""                    # action a followed hint asked for (next turn only)
         self.avoid = ""                        # a blocked action not to retry next turn
+        self.distracted = False                # a followed hint said nothing new this turn
         self.my_placed: set[str] = set()       # objects this agent put at a destination-type receptacle
         self.lamp_used = False
         self.first_pick = ""                   # type of the first object picked up
@@ -180,7 +183,7 @@ class ScriptedAgent:
                     self._hint(b, text, f"standing{key}", "", weight=STANDING_HINT_WEIGHT)
             elif role == "assistant":
                 b.turn += 1
-                b.suggested, b.avoid = "", ""
+                b.suggested, b.avoid, b.distracted = "", "", False
                 action = _call_action(msg)
                 if action:
                     b.my_actions.append(action)
@@ -210,6 +213,7 @@ class ScriptedAgent:
             return
         h = " ".join(text.lower().split())
         p = self.plan
+        before = (b.skip_transform, b.count, b.wrong_object, b.lamp_first, b.give_up_turn, b.suggested)
         if blocked:
             b.avoid = blocked
         if p.verb and (p.verb in h or "transform" in h):
@@ -237,6 +241,9 @@ class ScriptedAgent:
             if not p.verb or held in b.tracker.transformed or b.skip_transform:
                 b.suggested = next((a for a in b.admissible if a.startswith((f"put {held} ", f"move {held} "))
                                     and type_of(re.split(r" in/on | to ", a)[-1]) == p.dest_type), "")
+        if not blocked and isinstance(index, int) and before == (
+                b.skip_transform, b.count, b.wrong_object, b.lamp_first, b.give_up_turn, b.suggested):
+            b.distracted = True        # read and tried to act on, but it told the agent nothing new
 
     # --- choosing the next action --------------------------------------------------------------
     def _decide(self, b: _Beliefs, rng: random.Random) -> str:
@@ -244,6 +251,8 @@ class ScriptedAgent:
             return "look"
         if b.suggested:
             return b.suggested
+        if b.distracted and _rng(*self.key, "distract", b.turn).random() < self.rates["distract"]:
+            return "inventory"         # re-orients instead of acting
         if self._idle(b):
             # Believes it is done (or has given up): the same harmless action again.
             return "look" if _rng(*self.key, "idle").random() < 0.5 else "inventory"
