@@ -1,7 +1,7 @@
 """ALFWorld task lists and goal parsing (environments.md §1b, reference spec §4.2).
 
 Splits (paths in `data/splits/*.json`, relative to the unpacked game root):
-  harness_r1_test  Harness-R1's 500-game test list in its original order, restricted to the
+  harness_r1_test  (alias `test`) Harness-R1's 500-game test list in its original order, restricted to the
                    games the shipped archive has: 432 of 500 available (the other 68 exist only
                    in ALFWorld's older 0.2.2 release; see data/SOURCE.md).
   standard / dev / new_std   AgentBench's lists (50/50, 20/20, 93 of 109 available).
@@ -29,6 +29,8 @@ SPLIT_FILES = {
     "train": "agentbench_train_valid.json",
 }
 TEST_SPLITS = ("harness_r1_test", "standard", "dev", "new_std")
+# "test" is the name every benchmark's test split answers to (config.split defaults to it).
+ALIASES = {"test": "harness_r1_test"}
 TASK_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place",
               "pick_cool_then_place", "look_at_obj", "pick_two_obj")
 
@@ -114,7 +116,8 @@ def _load(game_root: str, name: str, env_version: str) -> tuple[tuple[Task, ...]
 
 
 def load_split(game_root: Path, name: str, env_version: str) -> tuple[list[Task], int]:
-    """(available tasks in listed order, number listed)."""
+    """(available tasks in listed order, number listed); aliases resolve to the canonical name."""
+    name = ALIASES.get(name, name)
     tasks, listed = _load(str(game_root), name, env_version)
     return list(tasks), listed
 

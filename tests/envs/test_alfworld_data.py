@@ -81,6 +81,12 @@ def test_parse_goal(goal, expected):
     assert (p["task_type"], p["target_type"], p["destination_type"]) == expected
 
 
+def test_test_alias_is_the_harness_r1_split(root):
+    alias, _ = T.load_split(root, "test", ENV_VERSION)
+    canonical, _ = T.load_split(root, "harness_r1_test", ENV_VERSION)
+    assert alias == canonical and alias[0].split == "harness_r1_test"
+
+
 def test_unknown_split_is_a_clear_error(root):
     with pytest.raises(ValueError, match="unknown ALFWorld split"):
         T.load_split(root, "nope", ENV_VERSION)
