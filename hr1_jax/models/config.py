@@ -162,6 +162,13 @@ class ModelConfig:
             remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size, attn_chunk_size=c.attn_chunk_size,
         )
 
+    @staticmethod
+    def runtime_options(c) -> dict[str, Any]:
+        """Non-architecture fields of the `model` section, to apply on top of a checkpoint's config:
+        `load_hf_checkpoint(path, dtype=c.param_dtype, **ModelConfig.runtime_options(c))`."""
+        return dict(activation_dtype=c.dtype, remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size,
+                    attn_chunk_size=c.attn_chunk_size)
+
     # ---- Hugging Face config.json --------------------------------------------------------------
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any], **overrides) -> "ModelConfig":

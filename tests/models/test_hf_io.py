@@ -236,5 +236,9 @@ def test_config_dicts():
     section.family = "qwen3"
     c = ModelConfig.from_section(section)
     assert set(c.layer_types) == {"full_attention"} and c.rotary_dim == c.head_dim and not c.gated_attention
+    section.remat, section.dtype = True, "bfloat16"
+    _, src = hf.cached_checkpoint("qwen3_tied")
+    _, loaded = load_hf_checkpoint(src, dtype="float32", **ModelConfig.runtime_options(section))
+    assert loaded.remat and loaded.dtype == "bfloat16" and loaded.param_dtype == "float32"
     with pytest.raises(ConfigError, match="rope_type"):
         ModelConfig.from_hf_dict(dict(old, rope_parameters={"rope_type": "yarn", "rope_theta": 1.0}))
