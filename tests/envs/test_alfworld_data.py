@@ -3,14 +3,12 @@ surface translation, observation trackers and the scripted target's message hand
 import hashlib
 import json
 
-import ml_collections
 import pytest
 
 from envs.alfworld import actions as A
 from envs.alfworld import tasks as T
 from envs.alfworld import unpack
 from envs.alfworld.world import Tracker, seen_items
-from envs.base import Task
 
 ENV_VERSION = "test-version"
 
