@@ -84,14 +84,21 @@ def token_logprobs(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array
     w = head_weight.astype(hidden.dtype)
     temperature = jnp.asarray(temperature, jnp.float32)
 
-    @jax.checkpoint
+    full_vocab = vocab_chunk_size is None or vocab_chunk_size >= w.shape[1]
+
     def one(args):
         hc, tc = args
-        if vocab_chunk_size is None or vocab_chunk_size >= w.shape[1]:
+        if full_vocab:
             return _full_vocab(hc, w, tc, temperature, with_entropy)
         return _chunked_vocab(hc, w, tc, temperature, with_entropy, vocab_chunk_size)
 
-    logp, ent = jax.lax.map(one, (h, tg))
+    if n == 1 and full_vocab:
+        # One chunk holds the whole [B, T, V] block anyway: keep it for the backward instead of
+        # recomputing the head matmul (remat would cost a 4th head pass for no memory gain).
+        logp, ent = one((h[0], tg[0]))
+        logp, ent = logp[None], ent[None]
+    else:
+        logp, ent = jax.lax.map(jax.checkpoint(one), (h, tg))
     unchunk = lambda x: x.swapaxes(0, 1).reshape(b, n * c)[:, :t]
     return unchunk(logp), unchunk(ent)
 
