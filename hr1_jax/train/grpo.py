@@ -25,7 +25,7 @@ from hr1_jax.rollout.reward import OK, RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
 from hr1_jax.train.data import buffer_dataset, rl_group_dataset, row_benchmark
 from hr1_jax.train.engine import Engineer
-from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step
+from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step, to_global
 from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
@@ -78,6 +78,35 @@ def collate(samples: list[Sample | None], length: int, pad_id: int) -> dict:
         slp[i, p - 1:n - 1] = s.sampler_logp
         adv[i] = s.advantage
     return {"input_ids": ids, "attention_mask": attn, "loss_mask": mask, "sampler_logp": slp, "advantages": adv}
+
+
+def assign_advantages(samples: list[Sample], *, std_normalize: bool = True, eps: float = 1e-6
+                      ) -> list[list[Sample]]:
+    """Group-relative advantages in place (eval_failed samples get 0 and stay out of the group
+    statistics); returns the samples grouped by prompt."""
+    by_group: dict[int, list[Sample]] = {}
+    for s in samples:
+        by_group.setdefault(s.group, []).append(s)
+    groups = list(by_group.values())
+    width = max(len(g) for g in groups)
+    rewards = np.zeros((len(groups), width))
+    valid = np.zeros((len(groups), width), bool)
+    for i, grp in enumerate(groups):
+        for j, s in enumerate(grp):
+            rewards[i, j] = s.reward if s.valid else 0.0
+            valid[i, j] = s.valid
+    adv = group_advantages(rewards, valid, std_normalize=std_normalize, eps=eps)
+    for i, grp in enumerate(groups):
+        for j, s in enumerate(grp):
+            s.advantage = float(adv[i, j])
+    return groups
+
+
+def informative(group: list[Sample]) -> bool:
+    """Dynamic sampling's keep rule (reference `check_reward_nonzero_std`): every sample has a
+    reward and the population std of the group's rewards is > 0."""
+    r = [s.reward for s in group if s.valid]
+    return len(r) == len(group) and len(r) >= 2 and float(np.std(r)) > 0
 
 
 class GRPOTrainer:
@@ -145,24 +174,6 @@ class GRPOTrainer:
             s.result, s.valid = res, not res.excluded
             s.reward = float(res.score) if s.valid else None
 
-    def _advantages(self, samples: list[Sample]) -> list[list[Sample]]:
-        by_group: dict[int, list[Sample]] = {}
-        for s in samples:
-            by_group.setdefault(s.group, []).append(s)
-        groups = list(by_group.values())
-        rewards = np.array([[s.reward if s.valid else 0.0 for s in grp] for grp in groups])
-        valid = np.array([[s.valid for s in grp] for grp in groups])
-        adv = group_advantages(rewards, valid, std_normalize=self.g.std_normalize, eps=self.g.adv_eps)
-        for grp, a in zip(groups, adv):
-            for s, x in zip(grp, a):
-                s.advantage = float(x)
-        return groups
-
-    @staticmethod
-    def _informative(group: list[Sample]) -> bool:
-        r = [s.reward for s in group if s.valid]
-        return len(r) == len(group) and len(r) >= 2 and float(np.std(r)) > 0
-
     def _rollout(self, key) -> tuple[list[Sample], dict]:
         """Sample + score + advantages for one step's prompt groups. With dynamic sampling, groups
         whose rewards have zero spread (or an eval_failed member) are dropped and more prompts are
@@ -181,8 +192,8 @@ class GRPOTrainer:
             self._score(samples)
             t["rerun"] += time.monotonic() - t0
             every += samples
-            for grp in self._advantages(samples):
-                if not self.g.dynamic_sampling or self._informative(grp):
+            for grp in assign_advantages(samples, std_normalize=self.g.std_normalize, eps=self.g.adv_eps):
+                if not self.g.dynamic_sampling or informative(grp):
                     kept.append(grp)
                 else:
                     dropped += 1
@@ -216,8 +227,8 @@ class GRPOTrainer:
             out["old_logp"] = old[idxs]
             if ref is not None:
                 out["ref_logp"] = ref[idxs]
-            minibatch = len(idxs)
-            return {k: v.reshape((minibatch // mb, mb) + v.shape[1:]) for k, v in out.items()}
+            local_mb = mb // jax.process_count()     # this host's share of every micro-batch
+            return {k: v.reshape((len(idxs) // local_mb, local_mb) + v.shape[1:]) for k, v in out.items()}
 
         sums, extrema, losses, gnorms = {}, {}, [], []
         minibatch = g.global_batch // g.iterations
@@ -229,7 +240,7 @@ class GRPOTrainer:
                                     process_index=jax.process_index(), process_count=jax.process_count())
             for idxs in buffer:
                 with jax.set_mesh(self.eng.mesh):
-                    self.state, m = self.step_fn(self.state, batch_of(idxs))
+                    self.state, m = self.step_fn(self.state, to_global(batch_of(idxs), self.eng.mesh))
                 m = jax.device_get(m)
                 losses.append(float(m["loss"]))
                 gnorms.append(float(m["grad_norm"]))

@@ -85,6 +85,13 @@ def batch_shardings(mesh: Mesh, batch_axes=("data", "fsdp")):
     return NamedSharding(mesh, P(None, axes if axes else None))
 
 
+def to_global(local_batch: dict, mesh: Mesh) -> dict:
+    """This host's rows `[A, M_local, ...]` -> global `[A, M, ...]` arrays in the step's input layout
+    (multi-host data loading; on one host it is a plain sharded device_put)."""
+    sh = batch_shardings(mesh)
+    return {k: jax.make_array_from_process_local_data(sh, v) for k, v in local_batch.items()}
+
+
 def jit_step(step_fn, state_sh: TrainState, mesh: Mesh):
     """jit with explicit in/out shardings and the state donated (no silent recompiles/reshards)."""
     data_sh = batch_shardings(mesh)

@@ -16,7 +16,7 @@ from hr1_jax.data.rows import read_jsonl
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like
 from hr1_jax.train.data import sft_dataset, sft_example
 from hr1_jax.train.engine import Engineer
-from hr1_jax.train.grpo_step import jit_step
+from hr1_jax.train.grpo_step import jit_step, to_global
 from hr1_jax.train.sft_step import make_sft_step, sft_optimizer
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
@@ -24,8 +24,9 @@ from hr1_jax.utils.tensorboard import TensorBoardWriter
 
 
 def _accum(batch: dict, accum: int) -> dict:
-    """[A*M, ...] -> [A, M, ...] for the micro-batch scan."""
-    return {k: v.reshape((accum, v.shape[0] // accum) + v.shape[1:]) for k, v in batch.items()}
+    """Global [A*M, ...] -> this host's rows [A, M/processes, ...] for the micro-batch scan."""
+    pi, pc = jax.process_index(), jax.process_count()
+    return {k: v.reshape((accum, v.shape[0] // accum) + v.shape[1:])[:, pi::pc] for k, v in batch.items()}
 
 
 def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
@@ -75,7 +76,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
         for step in range(start, total):
             batch = next(data_iter)
             t0 = time.monotonic()
-            state, m = step_fn(state, _accum(batch, s.grad_accum))
+            state, m = step_fn(state, to_global(_accum(batch, s.grad_accum), eng.mesh))
             m = {k: float(v) for k, v in jax.device_get(m).items()}
             dt = time.monotonic() - t0
             real_tokens = float(np.sum(batch["attention_mask"]))
