@@ -150,9 +150,9 @@ class GatedDeltaNet(nnx.Module):
             key, shape, dtype, -bound, bound), ("conv_kernel", "conv"))
         self.conv1d = nnx.Param(conv_init(rngs.params(), (kern, conv_dim), pdt))
         self.kern = kern
-        # A in [1, 16) as HF initialises it; kept in fp32 whatever the param dtype (decay precision).
+        # A ~ U[0.01, 16) as HF initialises it; kept in fp32 whatever the param dtype (decay precision).
         a_init = nnx.with_partitioning(lambda key, shape, dtype: jnp.log(jax.random.uniform(
-            key, shape, dtype, 1.0, 16.0)), ("linear_heads",))
+            key, shape, dtype, 0.01, 16.0)), ("linear_heads",))
         self.A_log = nnx.Param(a_init(rngs.params(), (self.nv,), jnp.float32))
         self.dt_bias = nnx.Param(nnx.with_partitioning(nnx.initializers.ones, ("linear_heads",))(
             rngs.params(), (self.nv,), jnp.float32))
