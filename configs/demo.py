@@ -52,20 +52,20 @@ def get_config():
     g.global_batch = 8
     g.iterations = 2
     g.micro_batch = 4
-    g.num_steps = 8
-    g.lr = 5e-5
-    g.temperature = 1.0
-    g.top_p = 1.0
+    g.num_steps = 32
+    g.lr = 3e-5
+    g.temperature = 0.7
+    g.top_p = 0.95
     g.max_prompt_tokens = 256
     g.max_response_tokens = 256
     g.save_every = 2
 
     # Task sets: train rows (teacher SFT + GRPO) and held-out rows (the table), batches of 5 tasks
     # (ALFWorld 3: loading a TextWorld game costs seconds per episode).
-    t.demo.dbbench.update(dict(train_split="dev", train_tasks="0:60", heldout_split="test", heldout_tasks="0:20",
-                               batch_size=5))
-    t.demo.webshop.update(dict(train_split="train", train_tasks="0:40", heldout_split="test", heldout_tasks="0:15",
-                               batch_size=5))
+    t.demo.dbbench.update(dict(train_split="dev", train_tasks="0:60", heldout_split="test", heldout_tasks="0:30",
+                               batch_size=5, train_seeds=(0, 1)))
+    t.demo.webshop.update(dict(train_split="train", train_tasks="0:40", heldout_split="test", heldout_tasks="0:20",
+                               batch_size=5, train_seeds=(0, 1)))
     t.demo.alfworld.update(dict(train_split="train", train_tasks="0:9", heldout_split="dev", heldout_tasks="0:6",
-                                batch_size=3))
+                                batch_size=3, train_seeds=(0,)))
     return c

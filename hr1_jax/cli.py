@@ -19,6 +19,7 @@ STAGES: dict[str, tuple[str, str, str]] = {
     "build-rows": ("hr1_jax.rollout.cli", "build_rows_stage", "config"),
     "reward": ("hr1_jax.rollout.cli", "reward_stage", "config"),
     "probe-target": ("hr1_jax.agents.probe", "main", "argv"),
+    "teacher": ("hr1_jax.train.cli", "teacher_stage", "config"),
     "sft": ("hr1_jax.train.cli", "sft_stage", "config"),
     "grpo": ("hr1_jax.train.cli", "grpo_stage", "config"),
     "demo": ("hr1_jax.train.demo", "demo_stage", "config"),

@@ -1,4 +1,4 @@
-"""`hr1 sft` and `hr1 grpo` stages (config stages: fn(config, workdir) -> exit code)."""
+"""`hr1 teacher`, `hr1 sft` and `hr1 grpo` stages (config stages: fn(config, workdir) -> exit code)."""
 from __future__ import annotations
 
 import json
@@ -29,3 +29,23 @@ def grpo_stage(config, workdir: str) -> int:
     log_event("grpo", "done", steps=out["steps"])
     print(json.dumps(summary, indent=1))
     return 0
+
+
+def teacher_stage(config, workdir: str) -> int:
+    """RL rows -> teacher responses -> reruns -> SFT rows kept if valid, fully rerun, delta >= min_delta."""
+    from hr1_jax.data.rows import read_jsonl, write_jsonl
+    from hr1_jax.rollout.reward import RewardContext
+    from hr1_jax.train.teacher import build_sft_rows, make_teacher
+
+    rows_path = config.train.rows or os.path.join(workdir, "rows", "rl_grouped.jsonl")
+    rows = read_jsonl(rows_path)
+    cache = config.rollout.cache_dir or os.path.join(workdir, "reward_cache")
+    with RewardContext(config, cache_dir=cache) as ctx:
+        sft_rows, stats = build_sft_rows(rows, make_teacher(config.train.teacher), ctx,
+                                         min_delta=config.train.teacher.min_delta)
+    out = os.path.join(workdir, "rows", "sft_rows.jsonl")
+    write_jsonl(out, sft_rows)
+    with open(os.path.join(workdir, "teacher_stats.json"), "w") as f:
+        json.dump(stats, f, indent=1)
+    print(json.dumps(dict(stats, output=out), indent=1))
+    return 0 if sft_rows else 1

@@ -44,7 +44,8 @@ def program_symbols() -> list[str]:
     for bench, mods in LIBRARY.items():
         out += [json.dumps(b, ensure_ascii=False)[1:-1] for b in code_blocks(bench)]
         out += [m.think for m in mods] + [m.name.replace("_", " ") for m in mods]
-    out += list(THINK_FIXED)
+        out.append(THINK_FIXED[0].format(benchmark=bench))
+    out += list(THINK_FIXED[1:])
     seen: set[str] = set()
     return [x.replace(" ", "\u2581") for x in out if len(x) > 3 and not (x in seen or seen.add(x))]
 

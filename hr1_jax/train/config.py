@@ -77,12 +77,13 @@ def defaults() -> ml_collections.ConfigDict:
     c.demo = ml_collections.ConfigDict()
     c.demo.benchmarks = ("dbbench", "alfworld", "webshop")
     c.demo.vocab_size = 1024
+    # train_seeds: target seeds the train batches are rolled out under (more packets from the same tasks)
     c.demo.dbbench = ml_collections.ConfigDict(dict(train_split="dev", train_tasks="0:40", heldout_split="test",
-                                                    heldout_tasks="0:20", batch_size=5))
+                                                    heldout_tasks="0:20", batch_size=5, train_seeds=(0,)))
     c.demo.alfworld = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:15", heldout_split="dev",
-                                                     heldout_tasks="0:10", batch_size=5))
+                                                     heldout_tasks="0:10", batch_size=5, train_seeds=(0,)))
     c.demo.webshop = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:20", heldout_split="test",
-                                                    heldout_tasks="0:10", batch_size=5))
+                                                    heldout_tasks="0:10", batch_size=5, train_seeds=(0,)))
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.max_to_keep = 2

@@ -70,17 +70,20 @@ def stage_baseline(config, workdir: str, pool) -> dict:
             split, tasks = spec[f"{part}_split"], parse_tasks(spec[f"{part}_tasks"])
             root = os.path.join(workdir, "baseline", part, bench)
             batches = [tasks[i:i + spec.batch_size] for i in range(0, len(tasks), spec.batch_size)]
+            # train batches may be rolled out under several target seeds (different failures, same tasks)
+            seeds = list(spec.train_seeds) if part == "train" else [config.seed]
+            jobs = [(seed, b, ids) for seed in seeds for b, ids in enumerate(batches)]
             passed = total = 0
-            for batch_id, ids in enumerate(batches):
-                folder = os.path.join(root, f"batch_{batch_id:03d}")
+            for seed, batch_id, ids in jobs:
+                folder = os.path.join(root, f"seed{seed}_batch_{batch_id:03d}")
                 status_path = os.path.join(folder, "status.json")
                 if os.path.exists(status_path):
                     continue
-                episodes = run_batch(pool, bench, split, ids, target=target, seed=config.seed)
+                episodes = run_batch(pool, bench, split, ids, target=target, seed=seed)
                 summary = summarize(bench, episodes, config.rollout.reward_threshold)
                 status = {"status": "ok", "batch_id": batch_id, "task_ids": ids, "target": config.target.name}
                 try:
-                    status["metadata"] = baseline_metadata(bench, split, config.seed, episodes,
+                    status["metadata"] = baseline_metadata(bench, split, seed, episodes,
                                                            target_name=config.target.name,
                                                            threshold=config.rollout.reward_threshold)
                 except RuntimeError as e:   # infra failure: the batch is unusable for pairing, skip it
@@ -90,7 +93,7 @@ def stage_baseline(config, workdir: str, pool) -> dict:
                     json.dump(status, f, indent=1)
                 passed += summary["pass_count"]
                 total += len(ids)
-            info[f"{part}/{bench}"] = {"batches": len(batches), "pass": passed, "tasks": total}
+            info[f"{part}/{bench}"] = {"batches": len(jobs), "pass": passed, "tasks": total}
     return info
 
 
@@ -102,7 +105,7 @@ def _rows_for(config, root: str, bench: str) -> list[dict]:
 
     r = config.rollout
     rows = []
-    for folder in sorted(glob.glob(os.path.join(root, bench, "batch_*"))):
+    for folder in sorted(glob.glob(os.path.join(root, bench, "*batch_*"))):
         with open(os.path.join(folder, "status.json")) as f:
             status = json.load(f)
         if status.get("status") != "ok":

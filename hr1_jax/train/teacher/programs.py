@@ -310,7 +310,7 @@ def build_patch(benchmark: str, names: list[str]) -> dict:
             "actions": actions}
 
 
-THINK_FIXED = ("- Recurring failure: the agent ", "- State in nb: ", "stage and last_hint only",
+THINK_FIXED = ("- Recurring failure in {benchmark}: the agent ", "- State in nb: ", "stage and last_hint only",
                "- Hooks: on_init states the workflow; ",
                "on_post_step tracks the stage and make_pre_hint gives one deduplicated hint per stage; ",
                "on_before_action enforces ", "no hard interventions",
@@ -324,7 +324,7 @@ def think_bullets(benchmark: str, names: list[str]) -> str:
     stages = [m.stage for m in mods if m.stage]
     guards = [m.name.replace("_", " ") for m in mods if m.guard]
     return "\n".join([
-        THINK_FIXED[0] + "; ".join(m.think for m in mods) + ".",
+        THINK_FIXED[0].format(benchmark=benchmark) + "; ".join(m.think for m in mods) + ".",
         THINK_FIXED[1] + (", ".join(["stage"] + stages) if stages else THINK_FIXED[2]) + ".",
         THINK_FIXED[3] + (THINK_FIXED[4] if stages else "")
         + (THINK_FIXED[5] + ", ".join(guards) if guards else THINK_FIXED[6]) + ".",
