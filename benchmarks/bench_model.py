@@ -43,7 +43,7 @@ def _threads_from_argv(argv) -> int:
 THREADS = _threads_from_argv(sys.argv)
 if THREADS == 1:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+                               + " --xla_cpu_multi_thread_eigen=false").strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
