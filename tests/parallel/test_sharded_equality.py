@@ -63,3 +63,29 @@ def test_sharded_matches_single_device(cfg, shapes):
         assert len(flat) == len(ref_flat)
         for a, b in zip(flat, ref_flat):
             np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_sampler_in_sampling_layout_matches_single_device():
+    """Train layout -> reshard_for_sampling on (2,2,2) -> greedy sampler == single-device sampler."""
+    from hr1_jax.models.sampler import Sampler
+    from hr1_jax.models.tokenizer import load_tokenizer
+
+    sec = pconfig.defaults()
+    sec.data, sec.fsdp, sec.tensor = 2, 2, 2
+    mesh = parallel.make_mesh(sec)
+    cfg = QWEN3.replace(vocab_size=2048)
+    tok = load_tokenizer()
+    prompts = [list(range(10, 10 + n)) for n in (3, 7, 12, 5)]
+    model = build_model(cfg, nnx.Rngs(0))
+    ref = Sampler(model, tok, prompt_bucket=16).generate_ids(prompts, key=jax.random.key(0), max_new_tokens=6,
+                                                            temperature=0)
+    train_params = jax.device_put(nnx.state(model, nnx.Param),
+                                  parallel.state_shardings(nnx.state(model, nnx.Param), mesh,
+                                                           parallel.rules_tuple(sec.train_rules)))
+    moved = parallel.reshard_for_sampling(train_params, mesh, parallel.rules_tuple(sec.sample_rules))
+    assert moved["layers"][0]["mlp"]["gate_proj"]["kernel"][...].sharding.spec == jax.P(None, "tensor")
+    sampler = Sampler(model, tok, prompt_bucket=16)
+    sampler.update_params(moved)
+    out = sampler.generate_ids(prompts, key=jax.random.key(0), max_new_tokens=6, temperature=0)
+    np.testing.assert_array_equal(out["tokens"], ref["tokens"])
+    np.testing.assert_allclose(out["logprobs"], ref["logprobs"], atol=2e-5)
