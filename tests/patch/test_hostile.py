@@ -202,7 +202,8 @@ def test_hostile_case(name, code, expect):
     budget = 10.0 if expect == {"memory"} else 0.05
     outcome = call_hook(fn, {"state": {"x": 1}}, nb, hook_name, time_budget_s=budget)
     assert outcome.status in expect, outcome
-    assert time.perf_counter() - start < 3.0, outcome
+    # Contained, not hung: memory cases may use their loose clock on a loaded machine.
+    assert time.perf_counter() - start < (budget + 5.0), outcome
     if outcome.result is not None:
         text = outcome.result.get("message") or outcome.result.get("tool_hint")
         assert len(text) <= 900
