@@ -191,8 +191,13 @@ def _evaluate(config, workdir: str, ctx) -> dict:
         eng.sync_sampler(eng.init_params)
         texts[method] = engineer_responses(eng.sampler, eng.tokenizer, rows,
                                            max_new_tokens=config.train.grpo.max_response_tokens)
+    benches = [r["metadata"]["benchmark"] for r in rows]
     for method in ("teacher", "sft", "grpo"):
         entry, results = score_responses(rows, texts[method], ctx)
+        entry["per_benchmark"] = {
+            b: {"mean_delta_reward": sum(res.delta_average_reward for res, x in zip(results, benches) if x == b
+                                         and not res.excluded) / max(1, benches.count(b)),
+                "n_batches": benches.count(b)} for b in sorted(set(benches))}
         methods[method] = entry
         samples[method] = [{"batch_tag": r["metadata"]["batch_tag"], "status": res.eval_status,
                             "delta": res.delta_average_reward, "reason": res.reason[:200], "response": t[:3000]}
@@ -201,7 +206,7 @@ def _evaluate(config, workdir: str, ctx) -> dict:
         json.dump(samples, f, indent=1)
     with TensorBoardWriter(os.path.join(workdir, "tensorboard", "eval")) as tb:
         for i, method in enumerate(METHODS):
-            tb.scalars(i, {f"heldout/{k}": v for k, v in methods[method].items()})
+            tb.scalars(i, {f"heldout/{k}": v for k, v in methods[method].items() if not isinstance(v, dict)})
             tb.text(i, "heldout/method", method)
     return methods
 
@@ -248,6 +253,7 @@ def demo_stage(config, workdir: str) -> int:
     summary = {"methods": methods, "wall_seconds": wall,
                "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
                "details": {"rows": stages["rows"], "teacher": stages["teacher"], "sft": stages["sft"],
+                           "per_benchmark": {m: stages["eval"][m].get("per_benchmark") for m in METHODS[1:]},
                            "grpo": {k: v for k, v in stages["grpo"].items() if k != "history"},
                            "eval_failed": {m: stages["eval"][m].get("eval_failed", 0) for m in METHODS}},
                "notes": ["WebShop is the project's substitute environment, not the original WebShop.",
