@@ -21,7 +21,7 @@ import numpy as np
 
 from hr1_jax.data.rows import read_jsonl
 from hr1_jax.models.flops import flops_per_token
-from hr1_jax.rollout.reward import OK, RewardContext, score_group
+from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
 from hr1_jax.train.data import buffer_dataset, rl_group_dataset, row_benchmark
 from hr1_jax.train.engine import Engineer
