@@ -150,11 +150,13 @@ def test_text_level_stop_trimming_and_bad_params(setup):
 
 def test_qwen3_5_gdn_cache_greedy_and_padding():
     """The hybrid model's decode path (GDN conv + recurrent state, gated attention KV) through the
-    sampler: greedy == teacher-forced argmax, and a prompt alone == the same prompt left-padded."""
+    sampler: greedy == teacher-forced argmax, and a prompt alone == the same prompt left-padded.
+    gdn_chunk_size=32 keeps the prefill's batched triangular solves small (jaxlib 0.10.2 CPU trsm can
+    deadlock its 2-thread pool on large batches)."""
     cfg = ModelConfig(family="qwen3_5_text", vocab_size=2048, hidden_size=64, intermediate_size=128, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=16, partial_rotary_factor=0.25,
                       layer_types=("linear_attention", "full_attention"), linear_num_key_heads=2,
-                      linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, gdn_chunk_size=8)
+                      linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, gdn_chunk_size=32)
     model = build_model(cfg, nnx.Rngs(0))
     nnx.update(model, jax.tree.map(lambda x: x * 4 if x.ndim == 2 else x, nnx.state(model)))
     sampler = Sampler(model, load_tokenizer(), prompt_bucket=16)

@@ -13,10 +13,12 @@ from hr1_jax.parallel import config as pconfig
 
 QWEN3 = ModelConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
                     num_kv_heads=2, head_dim=16, tie_word_embeddings=False)
+# One GDN chunk per sequence keeps the batched triangular solves small: jaxlib 0.10.2's CPU trsm kernel
+# deadlocks its thread pool on 2-core machines for larger batches (see the models report).
 QWEN3_5 = ModelConfig(family="qwen3_5_text", vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2,
                       num_heads=4, num_kv_heads=2, head_dim=16, partial_rotary_factor=0.25,
                       layer_types=("linear_attention", "full_attention"), linear_num_key_heads=2,
-                      linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, gdn_chunk_size=16)
+                      linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16, gdn_chunk_size=32)
 
 
 def _batch(vocab):
