@@ -13,6 +13,12 @@ check). Then, medians over `--repeats` timed runs after one warm-up/compile run:
   min_new_tokens = max_new_tokens so both produce the same count).
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. Results are printed as a table and one JSON line.
+
+CPU caveat (jaxlib 0.10.2): the batched triangular solve inside the Gated DeltaNet chunked rule can
+deadlock XLA:CPU's intra-op pool on 2-core machines once the solve batch (batch x value heads x
+chunks) reaches ~64 with concurrent solves; run `qwen35_tiny` on CPU with e.g. `--batch 4 --seq 256`.
+On CPU, torch's Qwen3.5 uses its slow reference GDN kernels (no fla/causal-conv1d), so that decode
+ratio is not representative.
 """
 from __future__ import annotations
 
