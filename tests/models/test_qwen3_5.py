@@ -54,9 +54,9 @@ def _gdn_inputs(seed, t=11, b=2, nk=2, nv=4, dk=8, dv=8):
     return [x.astype(np.float32) for x in (q, k, v, g, beta, s0)]
 
 
-@pytest.mark.parametrize("chunk", [4, 64])
-def test_gdn_chunked_recurrent_and_hf_agree(chunk):
-    q, k, v, g, beta, s0 = _gdn_inputs(chunk)
+@pytest.mark.parametrize("chunk,t", [(4, 11), (64, 70)])  # several chunks, the last one padded
+def test_gdn_chunked_recurrent_and_hf_agree(chunk, t):
+    q, k, v, g, beta, s0 = _gdn_inputs(chunk, t=t)
     out_c, st_c = chunked(*map(jnp.asarray, (q, k, v, g, beta, s0)), chunk_size=chunk)
     out_r, st_r = recurrent(*map(jnp.asarray, (q, k, v, g, beta, s0)))
     ref_o, ref_s = hf_mod.torch_chunk_gated_delta_rule(
@@ -200,4 +200,5 @@ def test_training_gradients_with_and_without_remat(pair):
     for path_, v in flat.items():
         a, b = np.asarray(v.get_value()), np.asarray(flat_remat[path_].get_value())
         assert np.isfinite(a).all() and np.abs(a).max() > 0, path_
-        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5, err_msg=str(path_))
+        # different op order (remat, 5-query blocks): equal up to fp32 rounding
+        np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4, err_msg=str(path_))
