@@ -50,6 +50,7 @@ import re
 
 from envs.alfworld.world import Tracker, type_of
 from envs.base import Task
+from hr1_jax.agents.scripted import REFERENCE_SKILL, behaviour, setting
 
 TOOL = "take_action"
 SUFFIX = " AVAILABLE ACTIONS: "
@@ -140,10 +141,8 @@ class _Beliefs:
 class ScriptedAgent:
     def __init__(self, task: Task, seed: int, config):
         self.task, self.seed = task, int(seed)
-        skill = float(_get(config, "skill", 0.6))
-        self.hint_follow_prob = float(_get(config, "hint_follow_prob", 0.7))
-        scale = (1.0 - skill) / 0.4
-        self.rates = {k: min(1.0, v * scale) for k, v in BASE_RATES.items()}
+        self.rates, _, self.hint_follow_prob = behaviour(config, BASE_RATES, "alfworld_rates")
+        skill = float(setting(config, "skill", REFERENCE_SKILL))
         self.name = f"scripted-alfworld(skill={skill:g},hint={self.hint_follow_prob:g})"
         self.plan = _Plan(task)
         self.key = (self.seed, task.split, task.task_id, task.payload.get("game", ""))
@@ -391,11 +390,6 @@ def _standing_hints(messages: list[dict], tools: list[dict]) -> list[str]:
     return out
 
 
-def _get(config, key: str, default):
-    try:
-        return config[key]
-    except (KeyError, TypeError, AttributeError):
-        return getattr(config, key, default)
 
 
 def _content(msg: dict) -> str:

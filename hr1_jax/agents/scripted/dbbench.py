@@ -46,6 +46,7 @@ import random
 import re
 
 from envs.base import Task
+from hr1_jax.agents.scripted import behaviour, setting
 
 DEFAULT_RATES = {
     "sloppy_quoted": 0.55, "sloppy_plain": 0.35, "premature_commit": 0.10, "empty_commit": 0.10,
@@ -53,7 +54,6 @@ DEFAULT_RATES = {
     "text_only": 0.04, "misread": 0.08,
 }
 DEFAULT_SKILLS = {"self_fix": 0.35, "probe": 0.2, "verify": 0.3}
-REFERENCE_SKILL = 0.6
 TIP_SALIENCE = 0.5      # a tip in the system prompt is taken up half as often as a direct message
 HARD_TEXTNUM = 0.5      # share of text-numeric mistakes that no hint repairs
 MAX_REPEATS = 3
@@ -74,12 +74,6 @@ _SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DB_OUTPUT = re.compile(r"^(\[.*\]|\d+ \([0-9A-Z]{5}\): .*|No response from database\.)", re.S)
 
 
-def _get(cfg, key, default):
-    try:
-        value = cfg[key]
-    except (KeyError, TypeError, AttributeError):
-        return default
-    return default if value is None else value
 
 
 def kinds_of(text: str) -> set[str]:
@@ -111,11 +105,8 @@ class ScriptedAgent:
     def __init__(self, task: Task, seed: int, config=None):
         self.task = task
         self.seed = int(seed)
-        self.hint_follow_prob = float(_get(config, "hint_follow_prob", 0.7))
-        skill = float(_get(config, "skill", REFERENCE_SKILL))
-        scale = max(0.0, 1.0 - skill) / (1.0 - REFERENCE_SKILL)
-        overrides = dict(_get(config, "dbbench_rates", {}) or {})
-        self.rates = {k: min(1.0, overrides.get(k, v) * scale) for k, v in DEFAULT_RATES.items()}
+        self.rates, scale, self.hint_follow_prob = behaviour(config, DEFAULT_RATES, "dbbench_rates")
+        overrides = dict(setting(config, "dbbench_rates", {}) or {})
         self.skills = {k: max(0.0, 1.0 - (1.0 - overrides.get(k, v)) * scale) for k, v in DEFAULT_SKILLS.items()}
         entry = task.payload["entry"]
         self.entry = entry

@@ -47,13 +47,13 @@ import random
 import re
 
 from envs.base import Task
+from hr1_jax.agents.scripted import behaviour
 
 DEFAULT_RATES = {
     "whole_instruction": 0.25, "vague_search": 0.20, "careless_pick": 0.50, "over_budget": 0.15,
     "skip_options": 0.50, "partial_options": 0.15, "no_variant_check": 0.50, "search_loop": 0.12,
     "invalid_click": 0.04, "text_only": 0.03,
 }
-REFERENCE_SKILL = 0.6
 MAX_PAGES = 3
 SEP = " [SEP] "
 ASIN_RE = re.compile(r"^B0[0-9A-Z]{8}$")
@@ -73,12 +73,6 @@ _NEGATION = re.compile(r"\b(?:do not|don't|dont|not yet|before|never|avoid|inste
 _BOILERPLATE = ("you must call one of the provided tools", "invalid tool call")
 
 
-def _get(cfg, key, default):
-    try:
-        value = cfg[key]
-    except (KeyError, TypeError, AttributeError):
-        return default
-    return default if value is None else value
 
 
 def kinds_of(text: str) -> set[str]:
@@ -182,11 +176,7 @@ class ScriptedAgent:
     def __init__(self, task: Task, seed: int, config=None):
         self.task = task
         self.seed = int(seed)
-        self.hint_follow_prob = float(_get(config, "hint_follow_prob", 0.7))
-        skill = float(_get(config, "skill", REFERENCE_SKILL))
-        scale = max(0.0, 1.0 - skill) / (1.0 - REFERENCE_SKILL)
-        overrides = dict(_get(config, "webshop_rates", {}) or {})
-        self.rates = {k: min(1.0, overrides.get(k, v) * scale) for k, v in DEFAULT_RATES.items()}
+        self.rates, _, self.hint_follow_prob = behaviour(config, DEFAULT_RATES, "webshop_rates")
         oracle = task.oracle
         self.goal = oracle["goal"]
         self.goal_asin = self.goal["asin"].upper()
