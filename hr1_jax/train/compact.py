@@ -28,6 +28,8 @@ def compact_user(benchmark: str, signals: dict[str, int], baseline_pass: int, ba
              f"Benchmark: {benchmark}", f"Baseline: {baseline_pass}/{batch_size} tasks passed.", "",
              EVIDENCE_MARKER, "Failure signals:"]
     lines += [f"- {name}: {n} trace{'s' if n != 1 else ''}" for name, n in sorted(signals.items())] or ["- none"]
+    # the benchmark again right before the answer: a tiny model attends most to the last lines
+    lines += ["", f"Write one {benchmark} patch."]
     return "\n".join(lines)
 
 
