@@ -60,3 +60,30 @@ def test_eval_report_renders(first_run, tmp_path):
         pytest.skip("chromium is not installed (launch/setup.sh installs it as root)")
     rows, images, loaded = render_probe(first_run / "report.html", tmp_path)
     assert rows == 7 and images == 2 and loaded == 2  # header + no patch + 5 methods
+
+
+def test_checkpoint_engineer_is_scored_and_invalid_output_counts_as_no_patch(tmp_path):
+    """A stage folder (final_params + model config) as the engineer: an untrained model writes no
+    valid patch, so every batch is scored as no patch (delta 0) and counted as invalid."""
+    from flax import nnx
+
+    from hr1_jax.models import build_model
+    from hr1_jax.models.tokenizer import load_tokenizer
+    from hr1_jax.train.engine import model_config_for, save_params
+    from hr1_jax.train.state import split_model
+
+    c = _config()
+    c.model.vocab_size, c.model.hidden_size, c.model.intermediate_size = 256, 32, 64
+    c.model.num_layers, c.model.num_heads, c.model.num_kv_heads, c.model.head_dim = 1, 2, 1, 16
+    c.eval.benchmarks, c.eval.max_new_tokens = "dbbench", 8
+    c.eval.fixed_editors, c.eval.self_refine, c.eval.best_of_n, c.eval.heldout_evidence = "", False, False, 0
+    cfg = model_config_for(c, load_tokenizer())
+    _, params, _ = split_model(build_model(cfg, nnx.Rngs(0)))
+    save_params(params, cfg, str(tmp_path / "stage" / "final_params"))
+    c.eval.engineer = str(tmp_path / "stage" / "final_params")
+    assert eval_stage(c, str(tmp_path / "eval")) == 0
+    result = json.loads((tmp_path / "eval" / "eval_result.json").read_text())
+    engineer = result["methods"][0]
+    assert engineer["name"].startswith("Engineer") and engineer["n_invalid"] == len(engineer["patches"]) >= 1
+    assert all(p["baseline_reward"] == p["patched_reward"] for p in engineer["pairs"])
+    assert (tmp_path / "eval" / "responses").is_dir()
