@@ -17,6 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import nnx
 
+from hr1_jax.config import ConfigError
 from hr1_jax.models import ModelConfig, abstract_model, build_model, load_hf_checkpoint, save_hf_checkpoint
 from hr1_jax.models.sampler import Sampler
 from hr1_jax.models.tokenizer import load_tokenizer
@@ -92,6 +93,13 @@ class Engineer:
         target = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
         state = ocp.StandardCheckpointer().restore(params_dir, target)
         return nnx.merge(graphdef, state), cfg
+
+    def require_batch_divisible(self, rows: int, key: str) -> None:
+        """Batch rows are split over the data and fsdp mesh axes: fail early, naming the key."""
+        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        if rows % shards:
+            raise ConfigError(key, f"{rows} rows per micro-batch cannot be split over the mesh's "
+                                   f"data*fsdp={shards} batch shards")
 
     def new_state(self, tx) -> tuple[TrainState, TrainState]:
         """(state, its shardings) with fresh optimiser state on the training layout."""

@@ -116,6 +116,7 @@ class GRPOTrainer:
         rows_path = config.train.rows or os.path.join(workdir, "rows", "rl_grouped.jsonl")
         rows = rows if rows is not None else read_jsonl(rows_path)
         self.eng = Engineer(config, stage="grpo")
+        self.eng.require_batch_divisible(self.g.micro_batch, "train.grpo.micro_batch")
         tok = self.eng.tokenizer
         self.rows, too_long = [], 0
         for r in rows:

@@ -36,6 +36,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
     if not rows:
         raise ValueError(f"no SFT rows in {rows_path}")
     eng = Engineer(config, stage="sft")
+    eng.require_batch_divisible(s.batch_size, "train.sft.batch_size")
     tok = eng.tokenizer
     examples, bad = [], 0
     for r in rows:

@@ -1,0 +1,47 @@
+"""`hr1 demo` end to end on a shrunken config (DBBench on SQLite only, a few steps): the summary
+JSON has the promised schema, TensorBoard events exist, and a rerun skips finished stages."""
+import importlib
+import json
+import os
+
+import pytest
+
+from hr1_jax.config import ConfigError, validate_config
+from hr1_jax.train.demo import METHODS, demo_stage
+from hr1_jax.utils.tensorboard import read_events
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_small(tmp_path, capsys):
+    c = importlib.import_module("configs.demo").get_config()
+    c.dbbench.backend = "sqlite"
+    c.rollout.num_workers = 1
+    c.mesh.update(dict(data=1, fsdp=1, tensor=-1))   # 8 test devices; batches of 4 stay unsplit
+    t = c.train
+    t.demo.benchmarks = ("dbbench",)
+    t.demo.dbbench.update(dict(train_tasks="0:15", heldout_tasks="0:10", train_seeds=(0,)))
+    t.sft.epochs = 2
+    t.grpo.num_steps = 2
+    t.checkpoint.export_hf = False
+    validate_config(c)
+    bad = importlib.import_module("configs.demo").get_config()
+    with pytest.raises(ConfigError, match="train.sft.batch_size"):   # fsdp=8 cannot split 4 rows
+        from hr1_jax.train.engine import Engineer
+        Engineer(bad, stage="sft").require_batch_divisible(bad.train.sft.batch_size, "train.sft.batch_size")
+    workdir = str(tmp_path / "demo")
+    assert demo_stage(c, workdir) == 0
+    summary = json.loads(open(os.path.join(workdir, "summary.json")).read())
+    assert set(summary["methods"]) == set(METHODS) and summary["wall_seconds"] > 0
+    for m in METHODS:
+        assert set(summary["methods"][m]) == {"mean_delta_reward", "delta_pass_rate", "valid_rate", "n_batches"}
+    assert summary["methods"]["teacher"]["valid_rate"] == 1.0
+    assert summary["methods"]["no_patch"]["mean_delta_reward"] == 0.0
+    ev = read_events(os.path.join(workdir, "tensorboard"))
+    assert "sft/loss" in ev and "reward/mean" in ev and "heldout/valid_rate" in ev
+    assert len(ev["reward/mean"]) == 2 and "patch/best" in ev
+    out = capsys.readouterr().out
+    assert "mean_delta_reward" in out and "grpo" in out
+    # a second invocation finds every stage done and rewrites the same table
+    assert demo_stage(c, workdir) == 0
+    again = json.loads(open(os.path.join(workdir, "summary.json")).read())
+    assert again["methods"] == summary["methods"]
