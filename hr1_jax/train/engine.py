@@ -65,8 +65,11 @@ class Engineer:
         source = _params_source(config)
         t0 = time.monotonic()
         if source and os.path.isfile(os.path.join(source, "config.json")):
+            # The checkpoint fixes the architecture; remat / activation dtype / chunk sizes come from
+            # the config so a 9B checkpoint trains with the recipe's memory settings.
             model, self.cfg = load_hf_checkpoint(source, dtype=config.model.param_dtype, mesh=self.mesh,
-                                                 rules=self.train_rules)
+                                                 rules=self.train_rules,
+                                                 **ModelConfig.runtime_options(config.model))
         elif source:
             model, self.cfg = self._restore(source)
         else:
@@ -125,7 +128,8 @@ class Engineer:
         if self.config.train.checkpoint.export_hf:
             try:
                 model = nnx.merge(self.graphdef, params, self.rest)
-                save_hf_checkpoint(model, self.cfg, os.path.join(workdir, "hf_export"))
+                save_hf_checkpoint(model, self.cfg, os.path.join(workdir, "hf_export"),
+                                   copy_tokenizer_from=self.config.model.hf_checkpoint or None)
             except Exception as e:  # export is a convenience: never lose the trained params over it
                 log_event(self.stage, "hf_export_failed", error=str(e)[:300])
         return folder

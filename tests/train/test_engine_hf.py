@@ -1,0 +1,16 @@
+"""The training engine starting from a Hugging Face checkpoint folder."""
+from configs.default import get_config
+from hr1_jax.models.tokenizer import DEFAULT_SPM
+from hr1_jax.train.engine import Engineer
+from models.hf_fixtures import cached_checkpoint
+
+
+def test_hf_checkpoint_keeps_architecture_and_takes_runtime_options_from_config():
+    _, path = cached_checkpoint("qwen3_untied")
+    c = get_config()
+    c.model.hf_checkpoint, c.model.tokenizer = str(path), str(DEFAULT_SPM)
+    c.model.remat, c.model.dtype = True, "bfloat16"
+    c.model.hidden_size = 999  # architecture fields of the config are ignored for a checkpoint
+    engineer = Engineer(c, stage="test")
+    assert engineer.cfg.remat and engineer.cfg.dtype == "bfloat16"
+    assert engineer.cfg.hidden_size != 999 and engineer.cfg.param_dtype == "float32"
