@@ -25,9 +25,12 @@ SEED = 0
 STATUSES = {"COMPLETED", "AGENT_INVALID_ACTION", "TASK_LIMIT_REACHED"}
 
 
+# These tests check the ctx contract (reference patches run without exceptions), not timing:
+# a loose wall clock keeps a loaded CI box from turning slow hook calls into time-outs, while the
+# reference line budget still bounds the work.
 def compile_reference(path):
     from hr1_jax.patch import compile_patch
-    return compile_patch(json.loads(path.read_text()), "alfworld")
+    return compile_patch(json.loads(path.read_text()), "alfworld", time_budget_s=1.0)
 
 
 @pytest.fixture(scope="module")
