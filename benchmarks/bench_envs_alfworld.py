@@ -29,7 +29,7 @@ from envs.alfworld.tasks import balanced_sample  # noqa: E402
 from hr1_jax.agents.scripted.alfworld import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
-PATCH_DIR = REPO.parent / "shared" / "data" / "reference_patches" / "examples" / "heldout_generalization"
+PATCH_DIR = REPO / "hr1_jax" / "patch" / "reference_patches" / "examples" / "heldout_generalization"
 
 
 class TimedEnv(ALFWorldEnv):

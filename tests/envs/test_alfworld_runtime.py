@@ -1,7 +1,6 @@
 """ALFWorld end to end through the runtime: a 10-task batch with the scripted target, with and without
 patches, and every shipped reference ALFWorld patch on the same tasks (real engine; ~2-3 s a reset)."""
 import json
-from pathlib import Path
 
 import ml_collections
 import pytest
@@ -13,12 +12,12 @@ from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
 from hr1_jax.agents.scripted.alfworld import ScriptedAgent  # noqa: E402
+from hr1_jax.patch.reference import HELDOUT_DIR  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
 pytestmark = pytest.mark.alfworld
 
-PATCHES = (Path(__file__).resolve().parents[3] / "shared" / "data" / "reference_patches" / "examples"
-           / "heldout_generalization")
+PATCHES = HELDOUT_DIR
 PATCH_FILES = sorted(PATCHES.glob("*/seed*/alfworld.json"))
 HR1_PATCH = PATCHES / "harness-r1" / "seed20260721" / "alfworld.json"
 SEED = 0
