@@ -25,7 +25,8 @@ import time
 from hr1_jax.eval.engineers import Proposal
 from hr1_jax.eval.results import MethodResult, PatchRecord, TaskPair
 from hr1_jax.rollout.batches import baseline_metadata, read_results, run_batch
-from hr1_jax.rollout.reward import EVAL_FAILED, OK, RewardContext, prepare_patch, score_group, score_patch
+from hr1_jax.rollout.reward import (EVAL_FAILED, OK, RewardContext, prepare_patch, score_group, score_patch,
+                                   target_tokens)
 from hr1_jax.utils.logging import log_event
 
 
@@ -76,6 +77,7 @@ def evaluate_method(name: str, batches: list[Batch], proposals: dict[tuple, Prop
         if res is not None and res.eval_status == OK:
             patched.update(res.patched_rewards)
             episodes_run += 0 if res.cache_hit else res.batch_size
+            method.cost["target_tokens"] = method.cost.get("target_tokens", 0) + (0 if res.cache_hit else res.target_tokens)
         elif res is not None:
             method.n_invalid += 1
         for tid in sorted(base, key=int):
@@ -109,7 +111,7 @@ def best_of_n(batches: list[Batch], ctx: RewardContext, n: int, *, temperature: 
     target = dict(ctx.target)
     if target.get("kind") == "openai":
         target["temperature"] = temperature  # distinct attempts need sampling
-    episodes_run = 0
+    episodes_run, tokens = 0, 0
     for b in batches:
         ids = [int(ep["task_id"]) for ep in b.episodes]
         best = {ep["task_id"]: float(ep["reward"]) for ep in b.episodes}
@@ -119,6 +121,7 @@ def best_of_n(batches: list[Batch], ctx: RewardContext, n: int, *, temperature: 
             eps = run_batch(ctx.pool, b.benchmark, b.episodes[0]["split"], ids, target=target,
                             seed=b.seed + 1000 * attempt)
             episodes_run += len(eps)
+            tokens += target_tokens(eps)
             if any(ep.get("reward") is None for ep in eps):
                 failed = True
                 break
@@ -130,7 +133,7 @@ def best_of_n(batches: list[Batch], ctx: RewardContext, n: int, *, temperature: 
         for ep in b.episodes:
             method.pairs.append(TaskPair(b.benchmark, int(ep["task_id"]), b.seed, b.name, float(ep["reward"]),
                                          best[ep["task_id"]]))
-    method.cost.update(target_episodes=episodes_run, wall_seconds=round(time.monotonic() - t0, 2))
+    method.cost.update(target_episodes=episodes_run, target_tokens=tokens, wall_seconds=round(time.monotonic() - t0, 2))
     return method
 
 
@@ -225,5 +228,7 @@ def heldout_transfer(name: str, engineer, batches_by_bench: dict[str, list[Batch
         method.cost["target_episodes"] = method.cost.get("target_episodes", 0) + (
             0 if res is None or res.cache_hit else res.batch_size)
         method.cost["engineer_tokens"] = method.cost.get("engineer_tokens", 0) + proposal.engineer_tokens
+        method.cost["target_tokens"] = method.cost.get("target_tokens", 0) + (
+            0 if res is None or res.cache_hit else res.target_tokens)
     method.cost["wall_seconds"] = round(time.monotonic() - t0, 2)
     return method

@@ -54,6 +54,7 @@ class RewardResult:
     hook_timeouts: int = 0
     patch_hooks: list = dataclasses.field(default_factory=list)
     hook_effects: dict = dataclasses.field(default_factory=dict)   # hook -> {effect or status: count}
+    target_tokens: int = 0            # total tokens the target reported over the rerun (0 if it reports none)
     cache_key: str = ""
     cache_hit: bool = False
     eval_s: float = 0.0
@@ -221,6 +222,11 @@ def hook_effects(episodes: list[dict]) -> dict:
     return out
 
 
+def target_tokens(episodes: list[dict]) -> int:
+    """Tokens the target reported over episodes (OpenAI usage totals; 0 for scripted targets)."""
+    return sum(int(((ep.get("agent") or {}).get("usage") or {}).get("total_tokens", 0)) for ep in episodes)
+
+
 def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardResult:
     metric = ctx.config.rollout.reward_metric
     t0 = time.monotonic()
@@ -251,6 +257,7 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
         hook_errors=sum(c.get("hook_errors", 0) for c in counts),
         hook_timeouts=sum(c.get("hook_timeouts", 0) for c in counts),
         patch_hooks=[a.get("hook") for a in patch.get("actions", [])], hook_effects=hook_effects(episodes),
+        target_tokens=target_tokens(episodes),
         cache_key=key,
         eval_s=round(time.monotonic() - t0, 3))
 
