@@ -15,6 +15,7 @@ dropped). Any failure means "no effect" and is reported in a `HookOutcome`.
 """
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from dataclasses import dataclass
@@ -43,6 +44,12 @@ STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")
 _UNTRACED_FILES = frozenset({guards.g_add.__code__.co_filename, sandbox.compile_hook.__code__.co_filename} | {
     m.__file__ for name, m in list(sys.modules.items())
     if (name == "regex" or name.startswith("regex.")) and (getattr(m, "__file__", None) or "").endswith(".py")})
+
+# The only Python code a hook can reach besides our guards: its own code and SequenceMatcher.
+# Any other frame that starts during a hook was started by the interpreter (a GC callback, a
+# finalizer of some library object): it is left alone, a budget error raised there would be
+# swallowed as "Exception ignored" instead of stopping the hook.
+_HOOK_FILES = frozenset({sandbox.HOOK_FILENAME, difflib.__file__})
 
 
 @dataclass
@@ -89,9 +96,12 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
 
     def on_call(frame, event, arg):
         nonlocal depth
+        filename = frame.f_code.co_filename
+        if filename not in _HOOK_FILES and filename not in _UNTRACED_FILES:
+            return None
         if perf() > deadline:
             raise HookTimeout(f"wall-clock budget of {time_budget_s}s exceeded")
-        if frame.f_code.co_filename in _UNTRACED_FILES:
+        if filename in _UNTRACED_FILES:
             return None
         depth += 1
         if depth > MAX_CALL_DEPTH:
