@@ -114,24 +114,22 @@ def baseline_stage(config, workdir: str) -> int:
     return 1 if failed else 0
 
 
-def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
-    """RL rows for every complete baseline batch of `benchmark` under `root`."""
-    from hr1_jax.data.rows import rl_row
+def batch_packets(config, root: str, benchmark: str, pattern: str = "batch_*"):
+    """For every stored baseline batch of `benchmark` under `root`: (batch folder name, status,
+    failure packet or None when the batch is not ok, number of failures in the packet)."""
     from hr1_jax.rollout.batches import read_results
     from hr1_jax.rollout.packets import dbbench_evidence, trace_packet
-    from hr1_jax.rollout.prompts import build_prompt, default_schema_style
 
-    r, pc = config.rollout, config.patch_protocol
-    rows, skipped = [], {"not_ok": 0, "too_few_failures": 0}
-    for folder in sorted(glob.glob(os.path.join(root, benchmark, "batch_*"))):
+    r = config.rollout
+    for folder in sorted(glob.glob(os.path.join(root, benchmark, pattern))):
         with open(os.path.join(folder, "status.json")) as f:
             status = json.load(f)
+        name = os.path.basename(folder)
         if status.get("status") != "ok":
-            skipped["not_ok"] += 1
+            yield name, status, None, 0
             continue
         meta = status["metadata"]
         episodes = read_results(folder)
-        name = os.path.basename(folder)
         if benchmark == "dbbench":
             packet, n_fail = dbbench_evidence(name, episodes, meta["task_ids"], threshold=meta["reward_threshold"],
                                               **r.packet.dbbench.to_dict())
@@ -139,6 +137,21 @@ def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
             packet, n_fail = trace_packet(benchmark, [(status["batch_id"], episodes)], source=f"{benchmark}/{name}",
                                           threshold=meta["reward_threshold"], max_traces=r.packet.max_traces,
                                           strategy=r.packet.strategy, **r.packet[benchmark].to_dict())
+        yield name, status, packet, n_fail
+
+
+def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
+    """RL rows for every complete baseline batch of `benchmark` under `root`."""
+    from hr1_jax.data.rows import rl_row
+    from hr1_jax.rollout.prompts import build_prompt, default_schema_style
+
+    r, pc = config.rollout, config.patch_protocol
+    rows, skipped = [], {"not_ok": 0, "too_few_failures": 0}
+    for name, status, packet, n_fail in batch_packets(config, root, benchmark):
+        if packet is None:
+            skipped["not_ok"] += 1
+            continue
+        meta = status["metadata"]
         if n_fail < r.min_failures:
             skipped["too_few_failures"] += 1
             continue

@@ -13,7 +13,6 @@ WORKDIR/stages/<stage>.json, so a rerun skips it (SFT and GRPO also resume from 
 from __future__ import annotations
 
 import copy
-import glob
 import json
 import os
 import time
@@ -98,30 +97,15 @@ def stage_baseline(config, workdir: str, pool) -> dict:
 
 
 def _rows_for(config, root: str, bench: str) -> list[dict]:
-    from hr1_jax.rollout.batches import read_results
-    from hr1_jax.rollout.packets import dbbench_evidence, trace_packet
+    from hr1_jax.rollout.cli import batch_packets
     from hr1_jax.train.compact import SYSTEM, compact_user
     from hr1_jax.train.teacher.signals import detect
 
-    r = config.rollout
     rows = []
-    for folder in sorted(glob.glob(os.path.join(root, bench, "*batch_*"))):
-        with open(os.path.join(folder, "status.json")) as f:
-            status = json.load(f)
-        if status.get("status") != "ok":
+    for name, status, packet, n_fail in batch_packets(config, root, bench, "*batch_*"):
+        if packet is None or n_fail < config.rollout.min_failures:
             continue
         meta = status["metadata"]
-        episodes = read_results(folder)
-        name = os.path.basename(folder)
-        if bench == "dbbench":
-            packet, n_fail = dbbench_evidence(name, episodes, meta["task_ids"], threshold=meta["reward_threshold"],
-                                              **r.packet.dbbench.to_dict())
-        else:
-            packet, n_fail = trace_packet(bench, [(status["batch_id"], episodes)], source=f"{bench}/{name}",
-                                          threshold=meta["reward_threshold"], max_traces=r.packet.max_traces,
-                                          strategy=r.packet.strategy, **r.packet[bench].to_dict())
-        if n_fail < r.min_failures:
-            continue
         signals = detect(bench, packet)
         user = compact_user(bench, signals, int(meta["baseline_pass"]), len(meta["task_ids"]))
         rows.append(rl_row(SYSTEM, user, dict(meta, batch_tag=f"{bench}_{os.path.basename(root)}_{name}",
