@@ -7,7 +7,7 @@ import pytest
 
 from envs.dbbench import backends as B
 from envs.dbbench import config as dbconfig
-from envs.dbbench import judge, server, tasks
+from envs.dbbench import judge, tasks
 from envs.dbbench.env import DBBenchEnv, TIPS_HEADER, TOOL_HINT_HEADER
 
 SPEC_ACTION = {"tool", "query", "answers", "h2_action", "h2_blocked_reason", "commit_gate_action",
@@ -22,23 +22,6 @@ SPEC_PREDICATES = {"execute_sql", "commit_final_answer", "no_sql_yet", "commit_b
                    "commit_empty_answer", "mutation_task", "mutation_not_attempted", "last_result_error",
                    "last_result_empty", "unknown_column_error", "syntax_error", "repeated_sql",
                    "candidate_answer_available", "remaining_rounds_low", "text_only_loop"}
-
-
-@pytest.fixture(scope="session")
-def dbbench_section():
-    """The `dbbench` config section for the real server (started if needed, stopped at the end if we
-    started it), or the SQLite fallback when it cannot start."""
-    was_running = server.is_running()
-    ok, message = server.start()
-    cfg = dbconfig.defaults()
-    if ok:
-        cfg.backend = "mariadb"
-    else:
-        print(f"\n[dbbench tests] MariaDB could not start ({message}); FALLING BACK TO SQLITE")
-        cfg.backend = "sqlite"
-    yield cfg
-    if ok and not was_running:
-        server.stop()
 
 
 @pytest.fixture()

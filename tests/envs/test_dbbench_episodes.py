@@ -5,8 +5,6 @@ import pathlib
 
 import pytest
 
-from envs.dbbench import config as dbconfig
-from envs.dbbench import server
 from envs.dbbench.env import DBBenchEnv, TIPS_HEADER, TOOL_HINT_HEADER
 from hr1_jax.agents.scripted.dbbench import ScriptedAgent
 from hr1_jax.patch.reference import HELDOUT_DIR
@@ -26,21 +24,6 @@ def _patch(code_by_hook: dict) -> dict:
 
 def _reference_patches() -> list[pathlib.Path]:
     return sorted(REFERENCE.glob("*/seed*/dbbench.json"))
-
-
-@pytest.fixture(scope="session")
-def dbbench_section():
-    was_running = server.is_running()
-    ok, message = server.start()
-    cfg = dbconfig.defaults()
-    if ok:
-        cfg.backend = "mariadb"
-    else:
-        print(f"\n[dbbench tests] MariaDB could not start ({message}); FALLING BACK TO SQLITE")
-        cfg.backend = "sqlite"
-    yield cfg
-    if ok and not was_running:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
