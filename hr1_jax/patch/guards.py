@@ -14,6 +14,7 @@ This module also holds the read-only ctx containers (`FrozenDict`, `FrozenList`)
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import math
 import os
@@ -37,6 +38,10 @@ MAX_FORMAT_WIDTH = 10_000    # width/precision in %-, format- and f-string specs
 MAX_RE_SUBJECT = 100_000     # longest string a regex may scan
 MAX_RE_PATTERN = 20_000
 MAX_ROUND_DIGITS = 1_000
+MAX_RSS_GROWTH = 256 * 2**20  # bytes one hook call may add to the process (safety net)
+MAX_CALL_DEPTH = 100          # nested calls of hook functions
+TICK_CHECK_MASK = 63          # wall clock and RSS are sampled every 64 ticks
+MAX_MATCHER_WORK = 2_000_000  # len(a) * len(b) of one SequenceMatcher comparison
 
 
 class HookBudgetExceeded(BaseException):
@@ -72,13 +77,24 @@ rss_bytes = _Rss.read
 
 
 class CallBudget:
-    """Per-call budget; the runner installs one per hook call in `_TLS.budget`."""
+    """Per-call budget; the runner installs one per hook call in `_TLS.budget`.
 
-    __slots__ = ("alloc_left", "deadline")
+    `lines_left` counts statements executed by hook code (ticks inserted by the sandbox's
+    rewrite), `alloc_left` large allocations and C-level work charged by the guards: both are
+    deterministic, so a hook's fate does not depend on machine load. `deadline` is only the far
+    wall-clock safety net (a time.perf_counter() value; also bounds regex calls)."""
 
-    def __init__(self, alloc: int = ALLOC_BUDGET, deadline: float | None = None):
+    __slots__ = ("alloc_left", "lines_left", "line_budget", "deadline", "rss0", "ticks", "depth")
+
+    def __init__(self, alloc: int = ALLOC_BUDGET, deadline: float | None = None,
+                 line_budget: int | None = None):
         self.alloc_left = alloc
-        self.deadline = deadline  # time.perf_counter() value; bounds regex calls
+        self.line_budget = line_budget
+        self.lines_left = line_budget if line_budget is not None else 1 << 62
+        self.deadline = deadline
+        self.rss0 = rss_bytes() if line_budget is not None else None
+        self.ticks = 0
+        self.depth = 0
 
 
 _TLS = threading.local()
@@ -98,11 +114,75 @@ def _charge(n: int, what: str) -> None:
     if n > MAX_SEQ:
         raise HookMemoryError(f"{what} would build {n} items (cap {MAX_SEQ})")
     if n >= CHARGE_MIN:
-        b = getattr(_TLS, "budget", None)
-        if b is not None:
-            b.alloc_left -= n
-            if b.alloc_left < 0:
-                raise HookMemoryError(f"hook allocated more than {ALLOC_BUDGET} units in one call")
+        charge_work(n, what)
+
+
+def charge_work(n: int, what: str) -> None:
+    """Charge `n` units of C-level work or allocation to the current call (deterministic)."""
+    b = getattr(_TLS, "budget", None)
+    if b is not None:
+        b.alloc_left -= n
+        if b.alloc_left < 0:
+            raise HookMemoryError(f"hook allocated or scanned more than {ALLOC_BUDGET} units in one call ({what})")
+
+
+# --------------------------------------------------------------------------- statement ticks
+# The sandbox's rewrite puts `_g_tick(n)` at the head of every statement list of hook code (n =
+# its statements; +1 in a loop body for the loop header) and wraps comprehension iterables in
+# `_g_iter`. Counting in the hook's own code, not in a tracer, means no hook can switch the count
+# off, and the count is the same on an idle and on a loaded machine. Once exceeded, every later
+# tick raises again, so an error swallowed somewhere in C is raised at the next statement.
+
+def _over_budget(b: CallBudget) -> None:
+    if b.lines_left < 0:
+        raise HookTimeout(f"line budget of {b.line_budget} exceeded")
+    if b.deadline is not None and time.perf_counter() > b.deadline:
+        raise HookTimeout("wall-clock safety net exceeded")
+    if b.rss0 is not None:
+        grown = (rss_bytes() or b.rss0) - b.rss0
+        if grown > MAX_RSS_GROWTH:
+            raise HookMemoryError(f"process memory grew by {grown >> 20} MiB during the hook")
+
+
+def g_tick(n: int) -> None:
+    b = getattr(_TLS, "budget", None)
+    if b is None:
+        return
+    b.lines_left -= n
+    b.ticks += 1
+    if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK:
+        _over_budget(b)
+
+
+def g_enter(n: int) -> None:
+    """Entry of a hook function: its first tick, and one call level more."""
+    b = getattr(_TLS, "budget", None)
+    if b is None:
+        return
+    b.depth += 1
+    if b.depth > MAX_CALL_DEPTH:
+        raise HookMemoryError(f"call depth above {MAX_CALL_DEPTH}")
+    g_tick(n)
+
+
+def g_exit() -> None:
+    b = getattr(_TLS, "budget", None)
+    if b is not None:
+        b.depth -= 1
+
+
+def g_iter(iterable):
+    """A comprehension's iterable: one statement tick per item drawn."""
+    b = getattr(_TLS, "budget", None)
+    if b is None:
+        yield from iterable
+        return
+    for item in iterable:
+        b.lines_left -= 1
+        b.ticks += 1
+        if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK:
+            _over_budget(b)
+        yield item
 
 
 def _len(x):
@@ -537,6 +617,37 @@ def g_sum(iterable, start=0):
     return total
 
 
+class ReadOnlyNamespace(types.SimpleNamespace):
+    """The `math` / `re` stand-ins: one object serves every hook of a process, so none may
+    change it for the others (the sandbox also rejects attribute assignment)."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{name} is read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{name} is read-only")
+
+
+class SafeSequenceMatcher(difflib.SequenceMatcher):
+    """difflib's matcher with its quadratic work bounded and charged: its Python frames run
+    without statement ticks, so the sizes are checked before any comparison."""
+
+    def set_seq1(self, a):
+        self._check(a, getattr(self, "b", None))
+        super().set_seq1(a)
+
+    def set_seq2(self, b):
+        self._check(getattr(self, "a", None), b)
+        super().set_seq2(b)
+
+    @staticmethod
+    def _check(a, b) -> None:
+        work = (_len(a) or 0) * (_len(b) or 0)
+        if work > MAX_MATCHER_WORK:
+            raise HookMemoryError(f"SequenceMatcher over {work} pairs (cap {MAX_MATCHER_WORK})")
+        charge_work(work, "SequenceMatcher")
+
+
 def _make_math():
     ns = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
 
@@ -569,7 +680,7 @@ def _make_math():
         return total
 
     ns.update(factorial=factorial, comb=comb, perm=perm, prod=prod, lcm=lcm)
-    return types.SimpleNamespace(**ns)
+    return ReadOnlyNamespace(**ns)
 
 
 SAFE_MATH = _make_math()
@@ -630,8 +741,10 @@ def _check_pattern(pattern, flags) -> None:
 
 
 def _check_subject(s) -> None:
-    if isinstance(s, (str, bytes)) and len(s) > MAX_RE_SUBJECT:
-        raise HookMemoryError(f"regex subject longer than {MAX_RE_SUBJECT}")
+    if isinstance(s, (str, bytes)):
+        if len(s) > MAX_RE_SUBJECT:
+            raise HookMemoryError(f"regex subject longer than {MAX_RE_SUBJECT}")
+        charge_work(len(s), "regex scan")
 
 
 def _timeout() -> float:
@@ -691,7 +804,7 @@ def _make_re():
     ns["split"] = _re_scan(regex.split, 1)
     for name in ("sub", "subn"):
         ns[name] = _re_sub(getattr(regex, name))
-    return types.SimpleNamespace(**ns)
+    return ReadOnlyNamespace(**ns)
 
 
 SAFE_RE = _make_re()
@@ -765,27 +878,31 @@ def freeze(value):
 # --------------------------------------------------------------------------- nb hygiene
 
 _DATA_SCALARS = frozenset({int, float, bool, type(None)})
+MAX_NB_DEPTH = 32
 
 
 def inspect_nb(nb: dict, limit: int) -> str:
-    """'' if nb holds only plain data of total size <= limit, else the reason. Keeps host code
-    that later logs or copies nb safe from giant values and from live hook objects (generators,
-    functions) that would run hook code outside the budget. Shared sub-objects count each time
-    they occur (serialising nb repeats them); cycles run into the limit."""
-    total, stack = 0, [nb]
-    pop, extend = stack.pop, stack.extend
+    """'' if nb holds only plain data of total size <= limit, nested at most MAX_NB_DEPTH deep,
+    else the reason. Keeps host code that later logs, copies or pickles nb safe from giant or
+    deeply nested values and from live hook objects (generators, functions) that would run hook
+    code outside the budget. Shared sub-objects count each time they occur (serialising nb
+    repeats them); cycles run into the limit."""
+    total, stack = 0, [(nb, 0)]
+    pop, append = stack.pop, stack.append
     while stack:
-        x = pop()
+        x, depth = pop()
         t = type(x)
         if t is str or t is bytes:
             total += len(x)
-        elif t in _FLAT_CONTAINERS:  # slots weigh more than chars: walking them costs more
-            total += 4 * len(x) + 4
-            extend(x)
-        elif t in _DICTS:
-            total += 8 * len(x) + 4
-            extend(x.keys())
-            extend(x.values())
+        elif t in _FLAT_CONTAINERS or t in _DICTS:
+            if depth >= MAX_NB_DEPTH:
+                return f"nb is nested deeper than {MAX_NB_DEPTH} levels"
+            items = itertools.chain(x.keys(), x.values()) if t in _DICTS else x
+            total += (8 if t in _DICTS else 4) * len(x) + 4  # slots weigh more than chars
+            if total > limit:
+                return f"nb grew beyond {limit} units"
+            for item in items:
+                append((item, depth + 1))
         elif t in _DATA_SCALARS:
             total += 4
         else:

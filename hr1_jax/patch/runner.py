@@ -1,22 +1,22 @@
 """Running one compiled hook under budgets (reference spec §3.2) and normalising its return (§2.4).
 
-Budgets, enforced by a per-thread `sys.settrace` tracer so they hold on any thread (the
-reference used SIGALRM, i.e. the main thread only):
-* wall clock: checked on every traced call and line event;
-* lines: "line" events of every traced frame (hook, helpers and the library code they call,
-  except our guards and the `regex` package, which have their own bounds);
-* call depth: deep recursion stops at MAX_CALL_DEPTH frames;
-* memory: the AST guards of `guards.py` (per-object caps and a per-call allocation budget),
-  plus a sampled check of the process's resident memory as a safety net.
+This is the first wall (the sandbox's own checks); `hook_process.py` adds the second, a separate
+process with an address-space limit and a watchdog. Budgets that decide a hook's fate count
+work, so the same hook on the same ctx gets the same status on an idle and on a loaded machine:
+* lines: statements executed by hook code, counted by ticks that the sandbox's rewrite puts into
+  the hook's own code (no tracer a hook could switch off; the reference counted line events);
+* work: large allocations and C-level scans charged by the guards of `guards.py` (per-object caps
+  and a per-call budget);
+* wall clock only as a far safety net (`time_budget_s`, sampled every 64 ticks), process memory
+  as a sampled safety net, Python's recursion limit for depth.
 All stop signals derive from BaseException, so hook-level `except Exception` cannot swallow
-them. `ctx` is deep-copied into read-only containers; `nb` is the caller's dict and keeps
-partial writes, but after each call it must hold plain data of bounded size (offending keys are
-dropped). Any failure means "no effect" and is reported in a `HookOutcome`.
+them, and an exceeded budget raises again at every later statement. `ctx` is deep-copied into
+read-only containers; `nb` is the caller's dict and keeps partial writes, but after each call it
+must hold plain data of bounded size (offending keys are dropped). Any failure means "no
+effect" and is reported in a `HookOutcome`.
 """
 from __future__ import annotations
 
-import difflib
-import sys
 import time
 from dataclasses import dataclass
 
@@ -30,92 +30,46 @@ ALLOWED_EFFECT_KINDS = {
 }
 MAX_RETURN_TEXT_CHARS = 900
 MAX_SKILLS = 5
-MAX_CALL_DEPTH = 100
-RSS_CHECK_EVERY_MASK = 31          # sample process memory every 32 traced lines
-MAX_RSS_GROWTH = 256 * 2**20        # bytes a single hook call may add to the process
 NB_SIZE_LIMIT = 1_000_000          # units: string chars; container slots count 4 (see inspect_nb)
 MAX_ERROR_CHARS = 300
+DEFAULT_TIME_BUDGET_S = 2.0        # wall-clock safety net per call; the line budget decides
+DEFAULT_LINE_BUDGET = 2000
 
 STATUSES = ("ok", "none", "error", "timeout", "memory", "invalid_return")
-
-# Frames of our own guard code and of the `regex` package behind the hooks' `re` are not traced
-# (guards are size-capped, regex compiles are bounded by the pattern cap and matching runs under
-# its own timeout); the wall clock is still checked whenever they call further.
-_UNTRACED_FILES = frozenset({guards.g_add.__code__.co_filename, sandbox.compile_hook.__code__.co_filename} | {
-    m.__file__ for name, m in list(sys.modules.items())
-    if (name == "regex" or name.startswith("regex.")) and (getattr(m, "__file__", None) or "").endswith(".py")})
-
-# The only Python code a hook can reach besides our guards: its own code and SequenceMatcher.
-# Any other frame that starts during a hook was started by the interpreter (a GC callback, a
-# finalizer of some library object): it is left alone, a budget error raised there would be
-# swallowed as "Exception ignored" instead of stopping the hook.
-_HOOK_FILES = frozenset({sandbox.HOOK_FILENAME, difflib.__file__})
 
 
 @dataclass
 class HookOutcome:
-    """One hook execution: `result` is the normalised effect (None = no effect)."""
+    """One hook execution: `result` is the normalised effect (None = no effect). `killed`: the
+    hook process had to be killed (a runaway C call or a dead process), so the hook is not
+    called again in this episode."""
     hook: str
     status: str
     result: dict | None
     error: str = ""
     elapsed_s: float = 0.0
+    killed: bool = False
 
 
 def _error_text(e: BaseException) -> str:
     name = type(e).__name__
     if guards.repr_size(e.args, 4 * MAX_ERROR_CHARS) > 4 * MAX_ERROR_CHARS:
         return f"{name}: <message too large>"
-    return f"{name}: {e}"[:MAX_ERROR_CHARS]
+    try:
+        return f"{name}: {e}"[:MAX_ERROR_CHARS]
+    except Exception:  # a str() that fails (or is hook-controlled) must not escape
+        return f"{name}: <unprintable>"
 
 
 def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
     """Call fn(fctx, nb) under the budgets; returns (status, raw_result, error)."""
-    perf = time.perf_counter
-    deadline = perf() + max(0.001, float(time_budget_s))
-    lines = 0
-    depth = 0
-    rss0 = guards.rss_bytes()
-
-    def local(frame, event, arg):
-        nonlocal lines, depth
-        if event == "line":
-            lines += 1
-            if lines > line_budget:
-                raise HookTimeout(f"line budget of {line_budget} exceeded")
-            if perf() > deadline:
-                raise HookTimeout(f"wall-clock budget of {time_budget_s}s exceeded")
-            if not lines & RSS_CHECK_EVERY_MASK and rss0 is not None:
-                # Safety net for copies no guard sees (slices, .copy() in loops, ...).
-                grown = (guards.rss_bytes() or rss0) - rss0
-                if grown > MAX_RSS_GROWTH:
-                    raise HookMemoryError(f"process memory grew by {grown >> 20} MiB during the hook")
-        elif event == "return":
-            depth -= 1
-        return local
-
-    def on_call(frame, event, arg):
-        nonlocal depth
-        filename = frame.f_code.co_filename
-        if filename not in _HOOK_FILES and filename not in _UNTRACED_FILES:
-            return None
-        if perf() > deadline:
-            raise HookTimeout(f"wall-clock budget of {time_budget_s}s exceeded")
-        if filename in _UNTRACED_FILES:
-            return None
-        depth += 1
-        if depth > MAX_CALL_DEPTH:
-            raise HookMemoryError(f"call depth above {MAX_CALL_DEPTH}")
-        return local
-
-    prev_budget = guards.set_budget(guards.CallBudget(deadline=deadline))
-    old_trace = sys.gettrace()
+    budget = guards.CallBudget(deadline=time.perf_counter() + max(0.001, float(time_budget_s)),
+                               line_budget=int(line_budget))
+    prev_budget = guards.set_budget(budget)
     try:
-        sys.settrace(on_call)
-        try:
-            raw = fn(fctx, nb)
-        finally:
-            sys.settrace(old_trace)
+        raw = fn(fctx, nb)
+        if budget.lines_left < 0:  # exceeded, raised, and swallowed somewhere in C
+            return "timeout", None, f"line budget of {line_budget} exceeded"
         return "ok", raw, ""
     except HookTimeout as e:
         return "timeout", None, str(e)
@@ -140,8 +94,8 @@ def _scrub_nb(nb: dict) -> str:
     return why
 
 
-def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = 0.05,
-              line_budget: int = 2000) -> HookOutcome:
+def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+              line_budget: int = DEFAULT_LINE_BUDGET) -> HookOutcome:
     """Run one hook on a fresh read-only copy of ctx and report what happened."""
     start = time.perf_counter()
     if hook_name not in HOOK_NAMES:
@@ -161,36 +115,50 @@ def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = 0.05,
     nb_problem = _scrub_nb(nb)
     if nb_problem:
         result = None
-        status = "memory" if "grew" in nb_problem else "error"
+        status = "error" if "non-data" in nb_problem else "memory"
         error = f"{error}; {nb_problem}" if error else nb_problem
     return HookOutcome(hook_name, status, result, error, time.perf_counter() - start)
 
 
-def run_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = 0.05,
-             line_budget: int = 2000) -> dict | None:
+def run_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+             line_budget: int = DEFAULT_LINE_BUDGET) -> dict | None:
     """Reference-compatible entry point: the normalised effect, or None on any failure."""
     return call_hook(fn, ctx, nb, hook_name, time_budget_s=time_budget_s, line_budget=line_budget).result
 
 
 # --------------------------------------------------------------------------- §2.4 normalisation
 
+# A returned string is cut before any splitting or matching: host code that handles a hook's
+# return runs outside every budget (a 1M-char action once kept an ALFWorld regex busy ~40 min).
+_RAW_TEXT_CAP = 4 * MAX_RETURN_TEXT_CHARS
+
+
 def _clean_text(value) -> str:
     if not isinstance(value, str):
         return ""
-    return " ".join(value.split())[:MAX_RETURN_TEXT_CHARS]
+    return safe_text(" ".join(value[:_RAW_TEXT_CAP].split())[:MAX_RETURN_TEXT_CHARS])
+
+
+def safe_text(text: str) -> str:
+    """`text` with lone surrogates replaced, so it can always be stored as UTF-8 JSON."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _clean_action(value, ctx: dict) -> str:
     if not isinstance(value, str):
         return ""
-    action = " ".join(value.lower().split())
+    action = safe_text(" ".join(value[:_RAW_TEXT_CAP].lower().split())[:MAX_RETURN_TEXT_CHARS])
     if not action:
         return ""
     if sandbox.ALFWORLD_INSTANCE_ACTION_RE.search(action):
         admissible = ctx.get("admissible") or []
         if action not in {" ".join(str(x).lower().split()) for x in admissible}:
             return ""
-    return action[:MAX_RETURN_TEXT_CHARS]
+    return action
 
 
 def normalize_hook_result(hook_name: str, result, ctx: dict) -> dict | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from difflib import SequenceMatcher
 
 from hr1_jax.patch import guards
 from hr1_jax.patch.errors import HookCompileError
@@ -47,8 +46,9 @@ FORBIDDEN_NODES = (
 # objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore), `mro`
 # (reaches `object`), the Match attributes `re` / `expand` (a raw Pattern or template
 # expansion would bypass the size guards of the `re` stand-in) and `to_bytes` (`(0).to_bytes(n)`
-# allocates n bytes in one C call).
-FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand|to_bytes)$")
+# allocates n bytes in one C call, `expandf` is the `regex` package's unguarded template
+# expansion).
+FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand|expandf|to_bytes)$")
 ALFWORLD_INSTANCE_ACTION_RE = re.compile(
     r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
     re.IGNORECASE,
@@ -147,6 +147,10 @@ def validate_hook_source(source, benchmark: str | None = None) -> ast.Module:
             if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
                 _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
         elif isinstance(node, ast.Attribute):
+            if not isinstance(node.ctx, ast.Load):
+                # `math.pi = 0`, `hook.cache = {}`: every object a hook can name outside its own
+                # locals is shared with other hooks, patches or episodes of the process.
+                _fail("attribute_assignment", f"hooks may not assign or delete attributes ({node.attr})")
             if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
                 _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -259,11 +263,43 @@ class _GuardRewriter(ast.NodeTransformer):
         return node
 
 
+class _TickInserter(ast.NodeTransformer):
+    """Statement ticks (`guards.g_tick`) at the head of every statement list of the hook's
+    functions, `_g_iter` around every comprehension iterable: the deterministic line budget."""
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        if isinstance(node, ast.Module):
+            return node
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                header = 1 if isinstance(node, ast.For) and field == "body" else 0  # re-run per item
+                setattr(node, field, [ast.Expr(_call("_g_tick", ast.Constant(len(stmts) + header)))] + stmts)
+        return node
+
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.iter = _call("_g_iter", node.iter)
+        return node
+
+    def visit_FunctionDef(self, node):
+        # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
+        # so runaway recursion stops with a signal `except Exception` cannot catch.
+        self.generic_visit(node)
+        n = node.body[0].value.args[0].value  # the tick generic_visit put first
+        node.body = [ast.Expr(_call("_g_enter", ast.Constant(n))),
+                     ast.Try(body=node.body[1:], handlers=[], orelse=[],
+                             finalbody=[ast.Expr(_call("_g_exit"))])]
+        return node
+
+
 _GUARD_GLOBALS = {
     "_g_add": guards.g_add, "_g_iadd": guards.g_iadd, "_g_mul": guards.g_mul,
     "_g_imul": guards.g_imul, "_g_pow": guards.g_pow, "_g_lshift": guards.g_lshift,
     "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr, "_g_call": guards.g_call,
     "_g_fv": guards.g_fv, "_g_fstr": guards.g_fstr, "_g_star": guards.g_star,
+    "_g_tick": guards.g_tick, "_g_iter": guards.g_iter, "_g_enter": guards.g_enter, "_g_exit": guards.g_exit,
 }
 
 
@@ -291,14 +327,22 @@ def compile_hook(code: str, benchmark: str | None = None):
 
 @functools.lru_cache(maxsize=512)
 def _compile_cached(code: str, benchmark: str):
-    tree = validate_hook_source(code, benchmark)
-    tree = ast.fix_missing_locations(_GuardRewriter().visit(tree))
-    namespace = {"__builtins__": dict(SAFE_BUILTINS), "math": guards.SAFE_MATH, "re": guards.SAFE_RE,
-                 "SequenceMatcher": SequenceMatcher, **_GUARD_GLOBALS}
     try:
-        exec(compile(tree, HOOK_FILENAME, "exec"), namespace)
+        tree = validate_hook_source(code, benchmark)
+        tree = _TickInserter().visit(_GuardRewriter().visit(tree))
+        code_obj = compile(ast.fix_missing_locations(tree), HOOK_FILENAME, "exec")
+    except HookCompileError:
+        raise
+    except (RecursionError, MemoryError) as e:  # deeply nested source: parser/rewrite/compiler
+        _fail("hook_too_complex", f"hook code is nested too deeply to compile ({type(e).__name__})")
     except Exception as e:
-        _fail("hook_compile", f"hook failed to compile: {e}")
+        _fail("hook_compile", f"hook failed to compile: {type(e).__name__}: {e}"[:300])
+    namespace = {"__builtins__": dict(SAFE_BUILTINS), "math": guards.SAFE_MATH, "re": guards.SAFE_RE,
+                 "SequenceMatcher": guards.SafeSequenceMatcher, **_GUARD_GLOBALS}
+    try:
+        exec(code_obj, namespace)  # top-level defs with scalar defaults: runs no hook code
+    except Exception as e:
+        _fail("hook_compile", f"hook failed to compile: {type(e).__name__}: {e}"[:300])
     fn = namespace.get("hook")
     if not callable(fn):
         _fail("hook_compile", "hook object is not callable")

@@ -246,7 +246,7 @@ def test_ctx_mutations_are_contained_and_never_leak():
     ctx = {"state": {"page_type": "home", "clickables": ["buy now"]}, "admissible": ["look"]}
     snapshot = repr(ctx)
     attempts = [
-        "ctx['x'] = 1", "ctx.state.page_type = 'x'", "ctx['state'].update({'page_type': 'x'})",
+        "ctx['x'] = 1", "ctx['state'].update({'page_type': 'x'})",
         "dict.update(ctx, {'x': 1})", "dict.setdefault(ctx['state'], 'x', 1)", "list.append(ctx['admissible'], 'x')",
         "ctx['admissible'].append('x')", "a = ctx['admissible']\na += ['x']", "ctx['state']['clickables'][0] = 'x'",
         "ctx.pop('state')", "ctx.clear()", "list.sort(ctx.state.clickables)",
@@ -255,6 +255,8 @@ def test_ctx_mutations_are_contained_and_never_leak():
         fn = compile_hook(_h(body + "\nreturn {'message': 'mutated'}"), "webshop")
         outcome = call_hook(fn, ctx, {}, "make_pre_hint")
         assert outcome.status == "error" and "read-only" in outcome.error, (body, outcome)
+    with pytest.raises(HookCompileError, match="attribute"):  # attribute writes never compile
+        compile_hook(_h("ctx.state.page_type = 'x'\nreturn {'message': 'mutated'}"), "webshop")
     # A hook may copy ctx and edit its copy; nothing reaches the caller either way.
     fn = compile_hook(_h("c = ctx.copy()\nc['x'] = 1\nc['state'] = 2\nreturn {'message': str(len(c))}"), "webshop")
     assert run_hook(fn, ctx, {}, "make_pre_hint") == {"message": "3"}
