@@ -3,7 +3,16 @@
 `MariaDBBackend` is the real one (a MySQL-family server, as AgentBench uses MySQL 8); `SQLiteBackend`
 is the embedded fallback for machines without a server. Both expose the same small API:
 `create(table_name, columns, rows) -> sanitised table name`, `execute(sql) -> ExecResult`,
-`table_hash(table) -> md5 hex`, `drop()`, `close()`.
+`table_hash(table) -> md5 hex, or None when the table cannot be read`, `scratch()` (a second
+backend of the same kind), `drop()`, `close()`.
+
+Lost connections (server stopped, connection killed, broken pipe; `is_connection_loss`) raise
+`DBUnavailable`, an infrastructure failure: the runtime ends the episode as "infra_error", never as an
+observation or a 0. Only errors of the SQL itself (syntax, unknown column...) become `ExecResult`
+errors. One exception: an agent statement `KILL ...` that kills the agent's own connection is the
+agent's doing, so its error is the observation and the next statement reconnects to the same server
+and database (else a patch could turn hard tasks into excluded ones). Any other lost connection is
+reopened only by the next `create()` (the next episode), and only to the same server.
 
 Table layout (reference spec §4.3): every column is `TEXT` whatever type the data declares; rows
 are inserted as strings; identifiers get `\\n \\t \\r` replaced by spaces, are trimmed and cut to 64
@@ -30,6 +39,7 @@ SQLite dialect gaps (environments.md §3e; use MariaDB for every reported number
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import decimal
@@ -39,6 +49,8 @@ import sqlite3
 import time
 import uuid
 from typing import Any
+
+import pymysql
 
 SQL_MODE = "ONLY_FULL_GROUP_BY,NO_ENGINE_SUBSTITUTION"
 STATEMENT_TIMEOUT_S = 60
@@ -104,13 +116,37 @@ def mysql_error_text(code: int, message: str) -> str:
     return f"{code} ({_SQLSTATE.get(code, 'HY000')}): {message}"
 
 
+class DBUnavailable(RuntimeError):
+    """The episode's SQL backend cannot be reached (connect failed, connection lost): an
+    infrastructure failure, retried by the rollout pool or excluded, never scored."""
+
+
+# Server codes meaning "your connection is gone"; client codes 2000-2999 (2003 can't connect,
+# 2006 gone away, 2013 lost during query, 2014 out of sync, 2055 lost while reading) all mean it too.
+_SERVER_DISCONNECT_CODES = (1053, 1927, 4031)   # shutdown in progress, connection killed, idle timeout
+_KILL_SQL = re.compile(r"^\s*kill\b", re.I)
+
+
+def error_code(e: BaseException) -> int:
+    return int(e.args[0]) if e.args and isinstance(e.args[0], int) else 0
+
+
+def is_connection_loss(e: BaseException) -> bool:
+    """True for a pymysql/socket error that means the connection is unusable, not a bad statement."""
+    if isinstance(e, (pymysql.err.InterfaceError, OSError)):   # InterfaceError: used after a loss
+        return True
+    code = error_code(e)
+    return isinstance(e, pymysql.err.Error) and (2000 <= code < 3000 or code in _SERVER_DISCONNECT_CODES)
+
+
 class MariaDBBackend:
     name = "mariadb"
 
     def __init__(self, host: str = "127.0.0.1", port: int = 3307, user: str = "root", password: str = "",
                  socket: str = "", connect_timeout: float = 5.0):
-        import pymysql
-        self._pymysql = pymysql
+        self.settings = dict(host=host, port=port, user=user, password=password, socket=socket,
+                             connect_timeout=connect_timeout)
+        self.address = socket or f"{host}:{port}"
         kwargs = dict(user=user, password=password, charset="utf8mb4", autocommit=False,
                       connect_timeout=connect_timeout, read_timeout=STATEMENT_TIMEOUT_S + 30,
                       write_timeout=STATEMENT_TIMEOUT_S + 30)
@@ -119,27 +155,61 @@ class MariaDBBackend:
         else:
             kwargs.update(host=host, port=int(port))
         self._connect_kwargs = kwargs
-        self.conn = pymysql.connect(**kwargs)
         self.database = ""
+        self._reopen_before_next = False   # the agent killed its own connection
+        self._open()
 
-    def _fresh_session(self) -> None:
-        """A live connection with our session settings (an agent may have changed them, e.g.
-        `SET sql_mode=...`, or killed the connection in the previous episode)."""
+    def scratch(self) -> "MariaDBBackend":
+        return MariaDBBackend(**self.settings)
+
+    @contextlib.contextmanager
+    def _lost_is_infra(self, doing: str):
         try:
-            self.conn.ping(reconnect=False)
-        except self._pymysql.err.Error:
-            self.conn = self._pymysql.connect(**self._connect_kwargs)
+            yield
+        except (pymysql.err.Error, OSError) as e:
+            if is_connection_loss(e):
+                raise DBUnavailable(f"MariaDB at {self.address}: connection lost {doing}: {e}") from e
+            raise
+
+    def _open(self) -> None:
+        """A new connection to the same server, with our session settings."""
+        try:
+            self.conn = pymysql.connect(**self._connect_kwargs)
+            self._set_session()
+        except (pymysql.err.Error, OSError) as e:
+            raise DBUnavailable(f"MariaDB at {self.address} unreachable: {e}") from e
+
+    def _set_session(self) -> None:
         with self.conn.cursor() as cur:
             cur.execute(f"SET SESSION sql_mode='{SQL_MODE}'")
             cur.execute(f"SET SESSION max_statement_time={STATEMENT_TIMEOUT_S}")
+
+    def _fresh_session(self) -> None:
+        """A live connection with our session settings (an agent may have changed them, e.g.
+        `SET sql_mode=...`, or the connection was lost in the previous episode)."""
+        try:
+            self.conn.ping(reconnect=False)
+        except (pymysql.err.Error, OSError):
+            self._open()
+            return
+        with self._lost_is_infra("resetting the session"):
+            self._set_session()
+
+    def _reopen_in_database(self) -> None:
+        self._open()
+        with self._lost_is_infra("reopening the episode's database"):
+            with self.conn.cursor() as cur:
+                cur.execute(f"USE {quote(self.database)}")
+        self._reopen_before_next = False
 
     def create(self, table_name: str, columns: list[str], rows: list[list]) -> str:
         self._fresh_session()
         self.drop()
         self.database = f"dbbench_{uuid.uuid4().hex[:12]}"
+        self._reopen_before_next = False
         table = sanitise_identifier(table_name, "table_1")
         cols = sanitise_columns(columns)
-        with self.conn.cursor() as cur:
+        with self._lost_is_infra("creating the task table"), self.conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE {quote(self.database)} CHARACTER SET utf8mb4")
             cur.execute(f"USE {quote(self.database)}")
             cur.execute(f"CREATE TABLE {quote(table)} ({', '.join(quote(c) + ' TEXT' for c in cols)})")
@@ -147,11 +217,12 @@ class MariaDBBackend:
                 marks = ", ".join(["%s"] * len(cols))
                 cur.executemany(f"INSERT INTO {quote(table)} VALUES ({marks})",
                                 [[None if v is None else str(v) for v in row] for row in rows])
-        self.conn.commit()
+            self.conn.commit()
         return table
 
     def execute(self, sql: str) -> ExecResult:
-        err = self._pymysql.err
+        if self._reopen_before_next:
+            self._reopen_in_database()
         try:
             with self.conn.cursor() as cur:
                 cur.execute(sql)
@@ -159,51 +230,62 @@ class MariaDBBackend:
                 rows = list(cur.fetchall()) if has_rs else []
             self.conn.commit()
             return ExecResult(rows=rows, has_result_set=has_rs)
-        except (err.OperationalError, err.ProgrammingError, err.IntegrityError, err.DataError,
-                err.NotSupportedError, err.InternalError) as e:
-            code = int(e.args[0]) if e.args and isinstance(e.args[0], int) else 0
+        except (pymysql.err.Error, OSError) as e:
+            if not is_connection_loss(e):
+                self._rollback()
+            elif _KILL_SQL.match(sql):
+                self._reopen_before_next = True
+            else:
+                raise DBUnavailable(f"MariaDB at {self.address}: connection lost running SQL: {e}") from e
+            code = error_code(e)
             message = str(e.args[1]) if len(e.args) > 1 else str(e)
-            if code in (2006, 2013, 2014):  # connection lost: an infrastructure failure, not an SQL error
-                raise
-            self._rollback()
             return ExecResult(rows=None, error=mysql_error_text(code, message), error_code=code)
 
     def _rollback(self) -> None:
-        try:
+        with self._lost_is_infra("rolling back a failed statement"):
             self.conn.rollback()
-        except self._pymysql.err.Error:
-            pass
 
-    def table_hash(self, table: str) -> str:
-        with self.conn.cursor() as cur:
-            cur.execute(f"USE {quote(self.database)}")
-            cur.execute(f"SHOW COLUMNS FROM {quote(table)}")
-            cols = [r[0] for r in cur.fetchall()]
-            concat = ", ".join(quote(c) for c in cols)
-            cur.execute(f"SELECT md5(group_concat(rowhash ORDER BY rowhash)) FROM "
-                        f"(SELECT substring(md5(concat_ws(',', {concat})), 1, 5) AS rowhash "
-                        f"FROM {quote(table)}) AS sub")
-            value = cur.fetchone()[0]
-        self.conn.commit()
+    def table_hash(self, table: str) -> str | None:
+        if self._reopen_before_next:
+            self._reopen_in_database()
+        with self._lost_is_infra("hashing the answer table"):
+            try:
+                with self.conn.cursor() as cur:
+                    cur.execute(f"USE {quote(self.database)}")
+                    cur.execute(f"SHOW COLUMNS FROM {quote(table)}")
+                    cols = [r[0] for r in cur.fetchall()]
+                    concat = ", ".join(quote(c) for c in cols)
+                    cur.execute(f"SELECT md5(group_concat(rowhash ORDER BY rowhash)) FROM "
+                                f"(SELECT substring(md5(concat_ws(',', {concat})), 1, 5) AS rowhash "
+                                f"FROM {quote(table)}) AS sub")
+                    value = cur.fetchone()[0]
+                self.conn.commit()
+            except pymysql.err.Error as e:
+                if is_connection_loss(e):
+                    raise
+                self._rollback()
+                return None   # e.g. the agent dropped or renamed the table
         return str(value)
 
     def drop(self) -> None:
         if not self.database:
             return
         try:
-            with self.conn.cursor() as cur:
+            with self._lost_is_infra("dropping the episode's database"), self.conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS {quote(self.database)}")
-            self.conn.commit()
+                self.conn.commit()
         finally:
             self.database = ""
 
     def close(self) -> None:
         try:
             self.drop()
+        except DBUnavailable:
+            pass   # the server or connection is gone: nothing of ours is left to drop
         finally:
             try:
                 self.conn.close()
-            except self._pymysql.err.Error:
+            except pymysql.err.Error:
                 pass
 
 
@@ -302,9 +384,15 @@ class SQLiteBackend:
                 code = 1105  # ER_UNKNOWN_ERROR
             return ExecResult(rows=None, error=mysql_error_text(code, message), error_code=code)
 
-    def table_hash(self, table: str) -> str:
-        rows = self.conn.execute(f"SELECT * FROM {quote(table)}").fetchall()
+    def table_hash(self, table: str) -> str | None:
+        try:
+            rows = self.conn.execute(f"SELECT * FROM {quote(table)}").fetchall()
+        except sqlite3.Error:
+            return None   # e.g. the agent dropped or renamed the table
         return hash_rows(rows)
+
+    def scratch(self) -> "SQLiteBackend":
+        return SQLiteBackend()
 
     def drop(self) -> None:
         if self.conn is not None:

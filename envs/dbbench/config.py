@@ -9,7 +9,7 @@ BACKENDS = ("auto", "mariadb", "sqlite")
 def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.max_rounds = 20
-    c.backend = "auto"       # auto = MariaDB when a server is reachable, else SQLite (logged)
+    c.backend = "auto"       # auto = MariaDB when a server is reachable, else SQLite; decided once per process
     # The project's private server (launch/mariadb.sh: 127.0.0.1:3307, root, empty password).
     c.host = "127.0.0.1"
     c.port = 3307

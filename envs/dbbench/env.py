@@ -15,7 +15,13 @@ after every statement and rolls back on error.
 
 Backends: `backend="mariadb"` (config section `dbbench`: host/port/user/password/socket; the
 project's server is started by `launch/mariadb.sh`), `"sqlite"` (embedded), or `"auto"` = MariaDB
-when a server answers, else SQLite; the choice is logged. SQLite is for plumbing tests only; its
+when a server answers, else SQLite. `auto` is decided once per process (logged; `resolve_backend`)
+and never switched: a later env in the same process gets the same kind. The backend is in every
+task manifest (`manifest_extras`) and in `final_result`, so runs on different backends never pair.
+A lost MariaDB connection (server stopped, connection killed; also during a commit or the table-hash
+check) raises `backends.DBUnavailable`: the runtime records the episode as "infra_error" (the pool
+retries it, else it is excluded), never as a 0 and never rerun on SQLite; the next `reset` reconnects
+to the same server. Errors of the agent's SQL stay observations. SQLite is for plumbing tests only; its
 dialect gaps (full list in `backends`): SHOW TABLES / DESCRIBE are emulated, CONCAT/CONCAT_WS/MD5/
 REGEXP are user functions, other MySQL functions and CAST types are missing; no accent folding or
 PAD SPACE; TEXT-vs-number comparisons are textual; integer division; double-quoted names are
@@ -126,24 +132,44 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def connect_backend(cfg) -> Any:
-    """The backend named by the `dbbench` config section; `auto` tries MariaDB then SQLite (logged)."""
-    choice = cfg.backend
-    if choice in ("mariadb", "auto"):
+# The kind `auto` chose, per server address, for the life of this process: an env rebuilt after an
+# infra error (the rollout pool does that) must get the same kind, never a silent SQLite fallback.
+_AUTO_CHOICES: dict[str, str] = {}
+
+
+def _server_address(cfg) -> str:
+    return cfg.socket or f"{cfg.host}:{cfg.port}"
+
+
+def resolve_backend(cfg) -> str:
+    """The concrete backend ("mariadb"/"sqlite") of the `dbbench` section; `auto` is decided at
+    its first use in this process (MariaDB when a server answers then, else SQLite; logged)."""
+    if cfg.backend != "auto":
+        return cfg.backend
+    address = _server_address(cfg)
+    if address not in _AUTO_CHOICES:
         try:
-            backend = B.MariaDBBackend(host=cfg.host, port=cfg.port, user=cfg.user, password=cfg.password,
-                                       socket=cfg.socket, connect_timeout=cfg.connect_timeout_s)
-        except Exception as e:  # pymysql raises OperationalError; any failure means "no server"
-            if choice == "mariadb":
-                raise RuntimeError(f"dbbench: MariaDB at {cfg.socket or f'{cfg.host}:{cfg.port}'} "
-                                   f"unreachable ({e}); start it with `bash launch/mariadb.sh start`") from e
-            log_event("dbbench", "backend", backend="sqlite",
-                      reason=f"no MariaDB at {cfg.socket or f'{cfg.host}:{cfg.port}'}: {e}")
-            return B.SQLiteBackend()
-        if choice == "auto":
-            log_event("dbbench", "backend", backend="mariadb", server=cfg.socket or f"{cfg.host}:{cfg.port}")
-        return backend
-    return B.SQLiteBackend()
+            _connect_mariadb(cfg).close()
+            _AUTO_CHOICES[address], reason = "mariadb", "server answered"
+        except B.DBUnavailable as e:
+            _AUTO_CHOICES[address], reason = "sqlite", f"no MariaDB at {address}: {e}"
+        log_event("dbbench", "backend", backend=_AUTO_CHOICES[address], server=address, reason=reason,
+                  scope="decided once for this process")
+    return _AUTO_CHOICES[address]
+
+
+def _connect_mariadb(cfg) -> B.MariaDBBackend:
+    try:
+        return B.MariaDBBackend(host=cfg.host, port=cfg.port, user=cfg.user, password=cfg.password,
+                                socket=cfg.socket, connect_timeout=cfg.connect_timeout_s)
+    except B.DBUnavailable as e:
+        raise B.DBUnavailable(f"dbbench: {e}; start it with `bash launch/mariadb.sh start`") from e
+
+
+def connect_backend(cfg) -> Any:
+    """The backend of the `dbbench` config section (see `resolve_backend`). Raises `DBUnavailable`
+    when the backend is MariaDB and the server does not answer: never falls back to SQLite."""
+    return _connect_mariadb(cfg) if resolve_backend(cfg) == "mariadb" else B.SQLiteBackend()
 
 
 class DBBenchEnv(Environment):
@@ -328,26 +354,28 @@ class DBBenchEnv(Environment):
         gold = self._task.oracle.get("answer_md5") or ""
         if not gold:
             gold = self.gold_hash(self._task)
-        try:
-            got = self.backend.table_hash(self.table)
-        except Exception as e:  # the agent may have dropped/renamed the table: a wrong answer
-            _log.info("dbbench task %s: table hash failed (%s)", self._task.task_id, e)
+        got = self.backend.table_hash(self.table)   # a lost connection raises: infra, not a 0
+        if got is None:   # the agent dropped/renamed the table: a wrong answer
+            _log.info("dbbench task %s: answer table %r unreadable", self._task.task_id, self.table)
             return False
         return got in gold
 
     def gold_hash(self, task: Task) -> str:
         """The gold table hash of a mutation task without `answer_md5` (synthetic tasks): run the
-        gold SQL on a scratch database of the same backend kind."""
-        scratch = B.SQLiteBackend() if isinstance(self.backend, B.SQLiteBackend) else connect_backend(self.cfg)
+        gold SQL on a scratch database of the same backend and server."""
+        scratch = self.backend.scratch()
         try:
             info = task.payload["entry"]["table"]["table_info"]
             table = scratch.create(task.payload["entry"]["table"]["table_name"],
                                    [c["name"] for c in info["columns"]], info["rows"])
             for sql in task.oracle.get("label") or []:
                 scratch.execute(sql)
-            return scratch.table_hash(table)
+            digest = scratch.table_hash(table)
         finally:
             scratch.close()
+        if digest is None:
+            raise ValueError(f"dbbench task {task.task_id}: the gold SQL leaves no table to hash")
+        return digest
 
     # --- ctx -----------------------------------------------------------------------------------
     def hook_context(self, site: str, *, turn: int, action: Action | None = None, raw_output: str = "") -> dict:
@@ -395,6 +423,10 @@ class DBBenchEnv(Environment):
             "remaining_rounds_low": s["remaining_rounds"] <= 3,
             "text_only_loop": s["text_only_streak"] >= 2,
         }
+
+    def manifest_extras(self, task: Task) -> dict:
+        # Scores differ between backends (SQLite dialect gaps): never pair across them.
+        return {"backend": self.backend.name}
 
     def final_result(self) -> dict:
         status = "completed" if self.committed else "task_limit_reached"
