@@ -1,4 +1,6 @@
 """Shared fixtures of the environment tests."""
+import socket
+
 import pytest
 
 from envs.dbbench import config as dbconfig
@@ -20,3 +22,41 @@ def dbbench_section():
     yield cfg
     if ok and not was_running:
         server.stop()
+
+
+class ThrowawayMariaDB:
+    """A second MariaDB instance (own folder and port) that a test may stop and restart without
+    disturbing the shared server other tests and engineers use."""
+
+    def __init__(self, home: str, port: int):
+        self.home, self.port = home, port
+
+    def section(self, backend: str):
+        cfg = dbconfig.defaults()
+        cfg.backend, cfg.port, cfg.connect_timeout_s = backend, self.port, 2.0
+        return cfg
+
+    def start(self) -> None:
+        ok, message = server.start(home=self.home, port=self.port)
+        assert ok, message
+
+    def stop(self) -> None:
+        ok, message = server.stop(home=self.home, port=self.port)
+        assert ok, message
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def throwaway_mariadb(tmp_path_factory):
+    """A running `ThrowawayMariaDB` (skipped where MariaDB cannot start); stopped at the end."""
+    db = ThrowawayMariaDB(str(tmp_path_factory.mktemp("mariadb")), _free_port())
+    ok, message = server.start(home=db.home, port=db.port)
+    if not ok:
+        pytest.skip(f"no MariaDB server can start here: {message}")
+    yield db
+    db.stop()
