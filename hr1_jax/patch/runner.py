@@ -117,7 +117,7 @@ def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAU
         result = None
         status = "error" if "non-data" in nb_problem else "memory"
         error = f"{error}; {nb_problem}" if error else nb_problem
-    return HookOutcome(hook_name, status, result, error, time.perf_counter() - start)
+    return HookOutcome(hook_name, status, result, safe_text(error), time.perf_counter() - start)
 
 
 def run_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAULT_TIME_BUDGET_S,

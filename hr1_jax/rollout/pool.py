@@ -90,12 +90,9 @@ def _worker_main(conn, config_dict: dict) -> None:
                     patch_key = (env.benchmark, json.dumps(job["patch"], sort_keys=True))
                     patch = compiled.get(patch_key)
                     if patch is None:  # one patch is rerun task by task: compile it once
-                        from hr1_jax.patch import compile_patch, normalize_options
-                        pc = config.patch_protocol if config is not None else None
-                        patch = compile_patch(job["patch"], env.benchmark,
-                                              time_budget_s=pc.time_budget_s if pc else 0.05,
-                                              line_budget=pc.line_budget if pc else 2000,
-                                              **(normalize_options(pc) if pc else {}))
+                        from hr1_jax.patch.compiled import compile_patch_for_run
+                        patch = compile_patch_for_run(job["patch"], env.benchmark,
+                                                      config.patch_protocol if config is not None else None)
                         if len(compiled) >= 64:
                             compiled.pop(next(iter(compiled)))
                         compiled[patch_key] = patch

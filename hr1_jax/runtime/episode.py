@@ -86,15 +86,12 @@ def _compile(patch, benchmark: str, config):
     """Accept a compiled patch (anything with `.call`), a normalised patch dict, or None."""
     if patch is None or hasattr(patch, "call"):
         return patch
-    from hr1_jax.patch import compile_patch, normalize_options
-    options = {}
+    from hr1_jax.patch.compiled import compile_patch_for_run
     try:
-        options = normalize_options(config["patch_protocol"])
+        section = config["patch_protocol"]
     except (KeyError, TypeError, AttributeError):
-        pass
-    return compile_patch(patch, benchmark,
-                         time_budget_s=_cfg(config, "patch_protocol", "time_budget_s", 0.05),
-                         line_budget=_cfg(config, "patch_protocol", "line_budget", 2000), **options)
+        section = None
+    return compile_patch_for_run(patch, benchmark, section)
 
 
 def _patch_sites(patch) -> frozenset:
@@ -150,7 +147,7 @@ class _Episode:
         self.counts = {"turns": 0, "env_steps": 0, "no_tool_call_turns": 0, "invalid_tool_calls": 0,
                        "dropped_tool_calls": 0, "blocked_actions": 0, "rewritten_actions": 0,
                        "forced_actions": 0, "hint_messages": 0, "hook_calls": 0, "hook_errors": 0,
-                       "hook_timeouts": 0, "hook_invalid_returns": 0}
+                       "hook_timeouts": 0, "hook_invalid_returns": 0, "hook_kills": 0}
         self.agent_stats = {"name": getattr(agent, "name", type(agent).__name__), "model_calls": 0,
                             "repaired_tool_calls": 0,
                             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
@@ -165,6 +162,11 @@ class _Episode:
         for outcome in self.patch.call(site, ctx, self.nb):
             status = str(outcome.status)
             self.counts["hook_calls"] += 1
+            if getattr(outcome, "killed", False):
+                # The hook process had to be killed (runaway C call or dead process): the site
+                # is not called again this episode, so one hostile hook costs one kill, not 50.
+                self.counts["hook_kills"] += 1
+                self.sites = self.sites - {site}
             if status == "timeout":
                 self.counts["hook_timeouts"] += 1
             elif status in HOOK_ERROR_STATUSES:
