@@ -17,8 +17,11 @@ def defaults() -> ml_collections.ConfigDict:
     c.temperature = 0.0
     c.max_tokens = 4096
     c.tool_choice = "auto"
-    c.timeout_s = 120.0
+    c.timeout_s = 120.0              # one request in total (connect to last byte), however slow the server
+    c.retry_budget_s = 600.0         # one call: every attempt and back-off
     c.max_retries = 3
+    c.max_response_bytes = 4 << 20   # a longer reply is a target protocol error, never stored
+    c.max_content_chars = 200_000    # characters of one reply kept (content, tool calls); past it cut
     c.concurrency = 8
     c.enable_thinking = False
     # Scripted simulator (kind=scripted): failure-mode rates and hint compliance.
@@ -33,6 +36,13 @@ def validate(c, config) -> None:
     if c.kind == "openai":
         require(bool(c.base_url), "target.base_url", "required when target.kind='openai'")
         require(bool(c.model), "target.model", "required when target.kind='openai'")
+        require(c.base_url.startswith(("http://", "https://")), "target.base_url",
+                "must start with http:// or https://")
+    require(c.timeout_s > 0, "target.timeout_s", "must be > 0")
+    require(c.retry_budget_s >= c.timeout_s, "target.retry_budget_s",
+            "must be >= target.timeout_s (room for one whole attempt)")
+    require(c.max_response_bytes >= 1024, "target.max_response_bytes", "must be >= 1024")
+    require(c.max_content_chars >= 1, "target.max_content_chars", "must be >= 1")
     require(c.max_retries >= 0, "target.max_retries", "must be >= 0")
     require(c.concurrency >= 1, "target.concurrency", "must be >= 1")
     require(0.0 <= c.scripted.skill <= 1.0, "target.scripted.skill", "must be in [0, 1]")

@@ -15,7 +15,7 @@ import json
 import sys
 
 from hr1_jax.agents.base import AgentError
-from hr1_jax.agents.openai_client import OpenAIChatClient
+from hr1_jax.agents.openai_client import OpenAIChatClient, safe_text
 from hr1_jax.agents.tool_repair import repair_message
 
 PROBE_TOOL = {"type": "function", "function": {
@@ -39,18 +39,17 @@ class _DemoAgent:
 def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60.0,
           enable_thinking: bool | None = False) -> dict:
     client = OpenAIChatClient(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=1,
-                              backoff_s=0.5, enable_thinking=enable_thinking)
+                              retry_budget_s=2 * timeout_s + 1.0, backoff_s=0.5, enable_thinking=enable_thinking)
     report = {"base_url": base_url, "model": model}
-    try:
-        data = client.complete(client.request_body(PROBE_MESSAGES, [PROBE_TOOL]))
-        raw = data["choices"][0]["message"]
-    except (AgentError, KeyError, IndexError, TypeError) as e:
+    try:  # complete() checks the reply's shape: a malformed one is a TargetProtocolError
+        raw = client.complete(client.request_body(PROBE_MESSAGES, [PROBE_TOOL]))["choices"][0]["message"]
+    except AgentError as e:
         return {**report, "ok": False, "verdict": "endpoint_error", "error": str(e)[:500], "exit_code": 2}
-    structured = [c.get("function", {}).get("name") for c in raw.get("tool_calls") or []]
+    structured = [c["function"].get("name") for c in raw.get("tool_calls") or []]
     _, repaired = repair_message({"content": raw.get("content") or "",
                                   "reasoning_content": raw.get("reasoning_content") or ""}, {"get_weather"})
     report.update(structured_tool_calls=structured, repairable_text_tool_calls=repaired,
-                  content_head=str(raw.get("content") or "")[:200])
+                  content_head=safe_text(raw.get("content") or "")[:200])
     if "get_weather" in structured:
         return {**report, "ok": True, "verdict": "structured_tool_calls", "exit_code": 0}
     if repaired:
