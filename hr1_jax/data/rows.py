@@ -9,10 +9,11 @@ SFT row: {"messages": [system, user, assistant], "metadata": {...}} where the as
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import grain
+
+from hr1_jax.utils.jsonsafe import dumps, safe_str, write_jsonl  # noqa: F401  (write_jsonl: the rows API)
 
 RL_REQUIRED_METADATA = ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity",
                         "reward_threshold", "target_agent_name")
@@ -30,8 +31,8 @@ def rl_row(system: str, user: str, metadata: dict) -> dict:
 
 def sft_assistant_text(think: str, patch: dict, protocol: str) -> str:
     """The assistant target of an SFT row under the response protocol (spec §1.7)."""
-    body = f"<patch>\n{json.dumps(patch, ensure_ascii=False)}\n</patch>"
-    think = think.strip()
+    body = f"<patch>\n{dumps(patch)}\n</patch>"
+    think = safe_str(think).strip()  # teacher text may come from an endpoint
     if protocol == "prefill_think_patch":  # the template already opened "<think>\n"
         return f"{think}\n</think>\n\n{body}"
     if protocol == "full_think_patch":
@@ -45,17 +46,8 @@ def sft_row(rl: dict, think: str, patch: dict, protocol: str, extra_metadata: di
             "metadata": {**rl.get("metadata", {}), "response_protocol": protocol, **(extra_metadata or {})}}
 
 
-def write_jsonl(path: str, rows: list[dict]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
 def read_jsonl(path: str) -> list[dict]:
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import keyword
 import os
 import tokenize
@@ -21,6 +20,7 @@ import numpy as np
 
 from hr1_jax.eval.results import BENCHMARK_LABELS, EvalResult, MethodResult
 from hr1_jax.eval.stats import summarize_pairs
+from hr1_jax.utils.jsonsafe import write_json
 
 BENCH_ORDER = ("alfworld", "webshop", "dbbench")
 
@@ -287,10 +287,10 @@ def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: 
     deltas = delta_rows(result, n_boot=n_boot, seed=seed)
     paths = {"md": os.path.join(outdir, "report.md"), "html": os.path.join(outdir, "report.html"),
              "json": os.path.join(outdir, "report.json")}
-    with open(paths["md"], "w") as f:
+    # Reports quote patches and reasons (endpoint text): unencodable code points become "?".
+    with open(paths["md"], "w", encoding="utf-8", errors="replace") as f:
         f.write(render_markdown(result, main_rows, deltas))
-    with open(paths["html"], "w") as f:
+    with open(paths["html"], "w", encoding="utf-8", errors="replace") as f:
         f.write(render_html(result, main_rows, deltas))
-    with open(paths["json"], "w") as f:
-        json.dump({"main_table": main_rows, "deltas": deltas}, f, indent=1, sort_keys=True)
+    write_json(paths["json"], {"main_table": main_rows, "deltas": deltas}, sort_keys=True)
     return paths

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from hr1_jax.utils.jsonsafe import json_safe
+
 BENCHMARK_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop (substitute)", "dbbench": "DBBench"}
 
 
@@ -55,7 +57,8 @@ class EvalResult:
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+        # think and patch texts are endpoint output: sanitised so the file is always valid UTF-8 JSON
+        return json.dumps(json_safe(dataclasses.asdict(self)), indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "EvalResult":

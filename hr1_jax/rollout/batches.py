@@ -8,6 +8,7 @@ import os
 
 from hr1_jax.rollout.identity import batch_identity
 from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool
+from hr1_jax.utils.jsonsafe import write_json, write_jsonl
 
 WEBSHOP_NOTE = ("WebShop SUBSTITUTE: a self-contained synthetic catalog with the real instruction texts, "
                 "page layout and reward formula; not the original WebShop product data.")
@@ -68,16 +69,14 @@ def baseline_metadata(benchmark: str, split: str, seed: int, episodes: list[dict
 
 
 def write_results(folder: str, episodes: list[dict], summary: dict, extra: dict | None = None) -> None:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "results.jsonl"), "w") as f:
-        for ep in episodes:
-            f.write(json.dumps(ep, ensure_ascii=False) + "\n")
-    with open(os.path.join(folder, "summary.json"), "w") as f:
-        json.dump({**summary, **(extra or {})}, f, indent=1)
+    """results.jsonl, then summary.json; episodes carry hook and endpoint text, so each row is
+    sanitised on its own and the files are replaced atomically (never left partial or empty)."""
+    write_jsonl(os.path.join(folder, "results.jsonl"), episodes)
+    write_json(os.path.join(folder, "summary.json"), {**summary, **(extra or {})})
 
 
 def read_results(folder: str) -> list[dict]:
-    with open(os.path.join(folder, "results.jsonl")) as f:
+    with open(os.path.join(folder, "results.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 

@@ -17,6 +17,7 @@ import sys
 from absl import flags
 
 from hr1_jax.config import parse_tasks
+from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 
 flags.DEFINE_string("row", None, "hr1 reward: JSONL file of RL rows.")
@@ -88,7 +89,7 @@ def baseline_stage(config, workdir: str) -> int:
             folder = os.path.join(root, f"batch_{batch_id:03d}")
             status_path = os.path.join(folder, "status.json")
             if os.path.exists(status_path):
-                with open(status_path) as f:
+                with open(status_path, encoding="utf-8") as f:
                     old = json.load(f)
                 if old.get("status") == "ok" and old.get("task_ids") == ids and old.get("target") == config.target.name:
                     bar.update(len(ids))
@@ -105,8 +106,7 @@ def baseline_stage(config, workdir: str) -> int:
                 status.update(status="failed", error=str(e))
                 failed += 1
             write_results(folder, episodes, summary)
-            with open(status_path, "w") as f:
-                json.dump(status, f, indent=1)
+            write_json(status_path, status)
             log_event("baseline", "batch", batch=batch_id, status=status["status"],
                       mean_reward=summary["mean_reward"], pass_count=summary["pass_count"])
     bar.close()
@@ -122,7 +122,7 @@ def batch_packets(config, root: str, benchmark: str, pattern: str = "batch_*"):
 
     r = config.rollout
     for folder in sorted(glob.glob(os.path.join(root, benchmark, pattern))):
-        with open(os.path.join(folder, "status.json")) as f:
+        with open(os.path.join(folder, "status.json"), encoding="utf-8") as f:
             status = json.load(f)
         name = os.path.basename(folder)
         if status.get("status") != "ok":
@@ -188,8 +188,7 @@ def build_rows_stage(config, workdir: str) -> int:
     write_jsonl(os.path.join(out_dir, "rl_grouped.jsonl"), grouped)
     stats["grouped"] = {"rows": len(grouped), "groups": len(grouped) // r.group_size,
                         "recommended_num_rollout": len(grouped) // r.group_size}
-    with open(os.path.join(out_dir, "stats.json"), "w") as f:
-        json.dump(stats, f, indent=1)
+    write_json(os.path.join(out_dir, "stats.json"), stats)
     print(json.dumps(stats, indent=1))
     return 0
 
@@ -210,7 +209,6 @@ def reward_stage(config, workdir: str) -> int:
     cache_dir = config.rollout.cache_dir or os.path.join(workdir, "reward_cache")
     with RewardContext(config, cache_dir=cache_dir) as ctx:
         result = score_response(rows[FLAGS.row_index], response, ctx)
-    with open(os.path.join(workdir, "reward.json"), "w") as f:
-        json.dump(result.to_dict(), f, indent=1)
+    write_json(os.path.join(workdir, "reward.json"), result.to_dict())
     print(json.dumps(result.to_dict(), indent=1))
     return 0 if result.eval_status != "eval_failed" else 1

@@ -18,6 +18,7 @@ import os
 import time
 
 from hr1_jax.data.rows import read_jsonl, rl_row, write_jsonl
+from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.tensorboard import TensorBoardWriter
 
@@ -34,9 +35,7 @@ def _done(workdir: str, stage: str) -> dict | None:
 
 def _finish(workdir: str, stage: str, info: dict, t0: float) -> dict:
     info = dict(info, seconds=round(time.monotonic() - t0, 1))
-    os.makedirs(os.path.join(workdir, "stages"), exist_ok=True)
-    with open(os.path.join(workdir, "stages", f"{stage}.json"), "w") as f:
-        json.dump(info, f, indent=1)
+    write_json(os.path.join(workdir, "stages", f"{stage}.json"), info)
     log_event("demo", "stage_done", name=stage, **{k: v for k, v in info.items() if not isinstance(v, (dict, list))})
     return info
 
@@ -88,8 +87,7 @@ def stage_baseline(config, workdir: str, pool) -> dict:
                 except RuntimeError as e:   # infra failure: the batch is unusable for pairing, skip it
                     status.update(status="failed", error=str(e))
                 write_results(folder, episodes, summary)
-                with open(status_path, "w") as f:
-                    json.dump(status, f, indent=1)
+                write_json(status_path, status)
                 passed += summary["pass_count"]
                 total += len(ids)
             info[f"{part}/{bench}"] = {"batches": len(jobs), "pass": passed, "tasks": total}
@@ -186,8 +184,7 @@ def _evaluate(config, workdir: str, ctx) -> dict:
         samples[method] = [{"batch_tag": r["metadata"]["batch_tag"], "status": res.eval_status,
                             "delta": res.delta_average_reward, "reason": res.reason[:200], "response": t[:3000]}
                            for r, res, t in zip(rows, results, texts[method])]
-    with open(os.path.join(workdir, "heldout_samples.json"), "w") as f:
-        json.dump(samples, f, indent=1)
+    write_json(os.path.join(workdir, "heldout_samples.json"), samples)  # responses: engineer output
     with TensorBoardWriter(os.path.join(workdir, "tensorboard", "eval")) as tb:
         for i, method in enumerate(METHODS):
             tb.scalars(i, {f"heldout/{k}": v for k, v in methods[method].items() if not isinstance(v, dict)})
@@ -244,8 +241,7 @@ def demo_stage(config, workdir: str) -> int:
                          "Prompts are compact runtime-signal summaries of the failure packets (tiny CPU engineer); "
                          "the tokenizer holds recurring program lines as single pieces.",
                          "teacher = the template teacher's signal-chosen program (no rerun-based selection)."]}
-    with open(os.path.join(workdir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    write_json(os.path.join(workdir, "summary.json"), summary)
     print(format_table(methods))
     print(f"wall: {wall:.0f} s; summary: {os.path.join(workdir, 'summary.json')}")
     return 0

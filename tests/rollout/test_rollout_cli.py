@@ -66,3 +66,46 @@ def test_rollout_with_reference_patch_file_records_hook_events(tmp_path):
     assert {e["hook"] for e in events} == {"on_init", "make_pre_hint", "on_post_step", "on_before_action"}
     assert all({"hook", "turn", "status", "effect", "error", "elapsed_s"} <= set(e) for e in events)
     assert any(e["effect"] == "message" and e["applied"] for e in events)
+
+
+def strict_jsonl(path) -> list[dict]:
+    """The rows of a JSONL file that must be strict UTF-8 (a lone surrogate cannot be encoded)."""
+    return [json.loads(line) for line in path.read_bytes().decode("utf-8").splitlines()]
+
+
+def test_hr1_rollout_with_a_surrogate_hook_message_writes_complete_utf8_results(tmp_path):
+    # The hook source is ASCII; its "\ud800" escape makes a lone surrogate at run time.
+    code = 'def hook(ctx, nb):\n    return {"message": "look \\ud800 here"}\n'
+    patch = {"benchmark": "dbbench", "description": "surrogate hint",
+             "actions": [{"type": "add_code_hook", "hook": "make_pre_hint", "code": code}]}
+    (tmp_path / "patch.json").write_text(json.dumps(patch))
+    out = subprocess.run([sys.executable, "-m", "hr1_jax.cli", "rollout", "--config.benchmark=dbbench",
+                          "--config.tasks=0:3", "--config.dbbench.backend=sqlite", "--config.rollout.num_workers=1",
+                          f"--config.patch={tmp_path / 'patch.json'}", f"--workdir={tmp_path / 'run'}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, HR1_PROGRESS="0"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = strict_jsonl(tmp_path / "run" / "results.jsonl")
+    assert [r["task_id"] for r in rows] == [0, 1, 2]
+    assert all(any(e["applied"] for e in r["hook_events"]) for r in rows)
+    assert "look ? here" in json.dumps(rows[0]["trajectory"])
+
+
+def test_rollout_stores_endpoint_text_that_utf8_cannot_encode(tmp_path, monkeypatch):
+    """An OpenAI-style target can decode a "\\ud800" escape into its reply: the results keep every
+    row, the offending text sanitised."""
+    import hr1_jax.rollout.batches as batches
+    real = batches.run_batch
+
+    def run_with_endpoint_surrogates(*args, **kwargs):
+        episodes = real(*args, **kwargs)
+        episodes[1]["trajectory"].append({"role": "assistant", "content": "reply \ud800"})
+        episodes[1]["agent"]["note\udfff"] = {1, 2}  # and an object JSON cannot hold
+        return episodes
+
+    monkeypatch.setattr(batches, "run_batch", run_with_endpoint_surrogates)
+    assert rollout_stage(dbbench_config("0:3"), str(tmp_path)) == 0
+    rows = strict_jsonl(tmp_path / "results.jsonl")
+    assert [r["task_id"] for r in rows] == [0, 1, 2]
+    assert rows[1]["trajectory"][-1]["content"] == "reply ?" and rows[1]["agent"]["note?"] == "{1, 2}"
+    assert json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))["n_tasks"] == 3
