@@ -8,6 +8,11 @@ identities with the hooks installed -> reward = patched metric - baseline metric
   must not become a sticky result);
 * a rerun whose task manifests differ from the baseline's -> `IdentityError` is raised.
 
+One bad response costs only itself: any crash while parsing, compiling or hashing it is its
+counted `invalid_patch`, any crash of its rerun (pool, lock, cache files) its counted
+`eval_failed`; the rest of its group is scored normally. Only an `IdentityError` (the batch is not
+what the row claims, which no response causes) still propagates.
+
 Results are cached content-addressed by (normalised patch, batch identity, reward context) under
 `cache_dir/<batch>/<key>/reward.json`; an `fcntl` lock per key makes concurrent callers (threads or
 processes) evaluate each key once, so identical patches in a GRPO group cost one rerun.
@@ -26,6 +31,7 @@ from envs.base import canonical_sha256
 from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
 from hr1_jax.rollout.batches import run_batch
 from hr1_jax.rollout.pool import INFRA_ERROR, WorkerPool
+from hr1_jax.utils.jsonsafe import json_safe, safe_str, write_json
 from hr1_jax.utils.logging import log_event
 
 CACHE_PROTOCOL = "hr1_paired_rerun_reward_v1"
@@ -139,8 +145,13 @@ def _meta(row: dict, ctx: "RewardContext | None" = None) -> dict:
     return meta
 
 
+def _describe(error: BaseException) -> str:
+    return safe_str(f"{type(error).__name__}: {error}")[:1000]
+
+
 def prepare_patch(text: str, benchmark: str, config) -> tuple[dict | None, str, str]:
-    """Parse + normalise + compile a response. Returns (patch, status, reason)."""
+    """Parse + normalise + compile a response. Returns (patch, status, reason); a bad response
+    never raises."""
     from hr1_jax.patch import PatchError, compile_patch, normalize_options, parse_response
     pc = config.patch_protocol
     options = normalize_options(pc)
@@ -149,16 +160,20 @@ def prepare_patch(text: str, benchmark: str, config) -> tuple[dict | None, str, 
         compile_patch(patch, benchmark, time_budget_s=pc.time_budget_s, line_budget=pc.line_budget, **options)
     except PatchError as e:
         status = NOOP if "noop" in str(getattr(e, "code", "")).lower() else INVALID
-        return None, status, str(e)[:1000]
+        return None, status, safe_str(str(e))[:1000]
+    except Exception as e:  # a parser/compiler crash (RecursionError, MemoryError, ...) on this text only
+        log_event("reward", "prepare_crashed", benchmark=benchmark, error=_describe(e))
+        return None, INVALID, f"patch preparation crashed: {_describe(e)}"
     if patch.get("benchmark", benchmark) != benchmark:
         return None, INVALID, f"patch is for {patch.get('benchmark')!r}, batch is {benchmark!r}"
     return patch, OK, ""
 
 
 def cache_key(patch: dict, meta: dict, ctx: RewardContext) -> str:
-    return canonical_sha256({"patch": patch, "batch": meta["identity"]["batch_sha256"],
-                             "baseline_rewards": meta["baseline_rewards"],
-                             "context": ctx.reward_context(meta)})[:32]
+    """Hashes the json_safe form (the same key as the raw one whenever the patch encodes)."""
+    return canonical_sha256(json_safe({"patch": patch, "batch": meta["identity"]["batch_sha256"],
+                                       "baseline_rewards": meta["baseline_rewards"],
+                                       "context": ctx.reward_context(meta)}))[:32]
 
 
 def _no_patch(meta: dict, status: str, reason: str, metric: str) -> RewardResult:
@@ -197,18 +212,17 @@ class _KeyLock:
 
 def _read_cache(path: str) -> RewardResult | None:
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
         return RewardResult(**data)
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _write_cache(path: str, result: RewardResult) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(result.to_dict(), f)
-    os.replace(tmp, path)
+def _eval_failed(meta: dict, key: str, reason: str, ctx: RewardContext, eval_s: float = 0.0) -> RewardResult:
+    return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
+                        reason=reason[:1000], benchmark=meta["benchmark"],
+                        reward_metric=ctx.config.rollout.reward_metric, cache_key=key, eval_s=eval_s)
 
 
 def hook_effects(episodes: list[dict]) -> dict:
@@ -235,9 +249,7 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
     failed = [ep for ep in episodes if ep["status"] == INFRA_ERROR]
     if failed:
         reason = "; ".join(f"task {ep['task_id']}: {str(ep.get('error'))[:200]}" for ep in failed[:3])
-        return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
-                            reason=f"{len(failed)}/{len(episodes)} tasks failed: {reason}"[:1000],
-                            benchmark=meta["benchmark"], reward_metric=metric, cache_key=key,
+        return _eval_failed(meta, key, safe_str(f"{len(failed)}/{len(episodes)} tasks failed: {reason}"), ctx,
                             eval_s=round(time.monotonic() - t0, 3))
     assert_rerun_matches(meta["identity"], episodes)
     tau = float(meta["reward_threshold"])
@@ -262,52 +274,76 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
         eval_s=round(time.monotonic() - t0, 3))
 
 
-def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
-    """Score an already validated, normalised patch (cache -> lock -> rerun -> cache)."""
-    meta = _meta(row, ctx)
-    key = cache_key(patch, meta, ctx)
+def _rerun(patch: dict, meta: dict, key: str, folder: str, ctx: RewardContext) -> RewardResult:
+    """Evaluate (the caller holds the key's lock); only an ok result is cached."""
+    ctx.count("evaluations", 1)
+    result = _evaluate(patch, meta, ctx, key)
+    if result.eval_status == OK:
+        write_json(os.path.join(folder, "patch.json"), patch)
+        write_json(os.path.join(folder, "reward.json"), result.to_dict())
+    else:
+        ctx.count("eval_failed", 1)
+        log_event("reward", "eval_failed", key=key, reason=result.reason)
+    return result
+
+
+def _cached_or_rerun(patch: dict, meta: dict, key: str, ctx: RewardContext) -> RewardResult:
     folder = os.path.join(ctx.cache_dir, meta["identity"]["batch_sha256"][:16], key)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "reward.json")
     cached = _read_cache(path)
     if cached is None:
-        try:
-            with _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s)):
-                cached = _read_cache(path)  # another caller may have finished while we waited
-                if cached is None:
-                    ctx.count("evaluations", 1)
-                    result = _evaluate(patch, meta, ctx, key)
-                    if result.eval_status == OK:
-                        with open(os.path.join(folder, "patch.json"), "w") as f:
-                            json.dump(patch, f, indent=1)
-                        _write_cache(path, result)
-                    else:
-                        ctx.count("eval_failed", 1)
-                        log_event("reward", "eval_failed", key=key, reason=result.reason)
-                    return result
-        except TimeoutError as e:
-            ctx.count("eval_failed", 1)
-            return RewardResult(score=None, eval_status=EVAL_FAILED, valid_patch=True, excluded=True,
-                                reason=f"cache_lock_timeout: {e}", benchmark=meta["benchmark"], cache_key=key)
+        with _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s)):
+            cached = _read_cache(path)  # another caller may have finished while we waited
+            if cached is None:
+                return _rerun(patch, meta, key, folder, ctx)
     ctx.count("cache_hits", 1)
     cached.cache_hit = True
     return cached
 
 
+def _score_keyed(patch: dict, meta: dict, key: str, ctx: RewardContext) -> RewardResult:
+    """Cache -> lock -> rerun -> cache; any crash on the way is this sample's eval_failed."""
+    try:
+        return _cached_or_rerun(patch, meta, key, ctx)
+    except IdentityError:
+        raise  # the batch is not what its row claims: no sample status can make that right
+    except Exception as e:  # pool, lock time-out, cache files: this rerun's failure only
+        reason = f"rerun failed: {_describe(e)}"
+        ctx.count("eval_failed", 1)
+        log_event("reward", "eval_failed", key=key, reason=reason)
+        return _eval_failed(meta, key, reason, ctx)
+
+
+def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
+    """Score an already validated, normalised patch."""
+    meta = _meta(row, ctx)
+    return _score_keyed(patch, meta, cache_key(patch, meta, ctx), ctx)
+
+
+def _keyed_patch(text: str, meta: dict, ctx: RewardContext) -> tuple[dict | None, str, RewardResult | None]:
+    """(patch, cache key, None) for a scorable response, else (None, "", its counted invalid result)."""
+    patch, status, reason = prepare_patch(text, meta["benchmark"], ctx.config)
+    if patch is not None:
+        try:
+            return patch, cache_key(patch, meta, ctx), None
+        except Exception as e:  # a patch that cannot be hashed cannot be cached or deduped
+            status, reason = INVALID, f"cache key failed: {_describe(e)}"
+            log_event("reward", "cache_key_failed", reason=reason)
+    ctx.count("invalid", 1)
+    return None, "", _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
+
+
 def score_response(row: dict, response_text: str, ctx: RewardContext) -> RewardResult:
     """The reward of one engineer response for one RL row."""
-    meta = _meta(row, ctx)
-    patch, status, reason = prepare_patch(response_text, meta["benchmark"], ctx.config)
-    if patch is None:
-        ctx.count("invalid", 1)
-        return _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
-    return score_patch(patch, row, ctx)
+    return score_group([row], [response_text], ctx)[0]
 
 
 def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
                 max_parallel: int | None = None) -> list[RewardResult]:
     """Score many (row, response) pairs: invalid ones resolve at once, identical (patch, batch)
-    pairs are evaluated once, distinct ones run in parallel over the pool."""
+    pairs are evaluated once, distinct ones run in parallel over the pool. A failing response
+    gets its own counted status; it never fails the group."""
     if len(rows) != len(responses):
         raise ValueError(f"{len(rows)} rows but {len(responses)} responses")
     results: list[RewardResult | None] = [None] * len(rows)
@@ -315,20 +351,18 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
     slots: dict[str, list[int]] = {}
     for i, (row, text) in enumerate(zip(rows, responses)):
         meta = _meta(row, ctx)
-        patch, status, reason = prepare_patch(text, meta["benchmark"], ctx.config)
-        if patch is None:
-            ctx.count("invalid", 1)
-            results[i] = _no_patch(meta, status, reason, ctx.config.rollout.reward_metric)
+        patch, key, rejected = _keyed_patch(text, meta, ctx)
+        if rejected is not None:
+            results[i] = rejected
             continue
-        key = cache_key(patch, meta, ctx)
-        unique.setdefault(key, (patch, row))
+        unique.setdefault(key, (patch, meta))
         slots.setdefault(key, []).append(i)
     ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
     if not unique:
         return results
-    workers = max(1, min(len(unique) or 1, max_parallel or 4 * ctx.pool.num_workers))
+    workers = max(1, min(len(unique), max_parallel or 4 * ctx.pool.num_workers))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="hr1-reward") as ex:
-        futures = {key: ex.submit(score_patch, patch, row, ctx) for key, (patch, row) in unique.items()}
+        futures = {key: ex.submit(_score_keyed, patch, meta, key, ctx) for key, (patch, meta) in unique.items()}
         for key, fut in futures.items():
             first = fut.result()
             for n, i in enumerate(slots[key]):

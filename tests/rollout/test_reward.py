@@ -132,3 +132,78 @@ def test_delta_pass_rate_metric_is_a_separate_cache_entry(setup):
     r = score_response(row, response(), ctx)
     assert not r.cache_hit and r.cache_key != avg.cache_key and ctx.counters["evaluations"] == 1
     assert r.reward_metric == "delta_pass_rate" and r.score == pytest.approx(r.delta_pass_rate)
+
+
+def patch_response(description="schema probing hint", code=None):
+    code = code or HINT_HOOK % "Run DESCRIBE on the table first."
+    patch = {"benchmark": "dbbench", "description": description,
+             "actions": [{"type": "add_code_hook", "hook": "make_pre_hint", "code": code}]}
+    return f"- recurring: guessed identifiers\n</think>\n<patch>{json.dumps(patch)}</patch>"
+
+
+def test_one_bad_response_costs_only_itself(setup):
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "bad"))
+    texts = [patch_response(description="probe \ud800 first"),    # lone surrogate (a JSON escape)
+             patch_response(code="def hook(ctx, nb):\n    return " + "(" * 5000 + "\n"),
+             "\x00garbage \ud800 <patch>{]</patch>",
+             patch_response()]
+    results = score_group([row] * 4, texts, ctx)
+    assert [r.eval_status for r in results] == ["ok", "invalid_patch", "invalid_patch", "ok"]
+    assert results[0].cache_key != results[3].cache_key and results[0].hook_calls > 0
+    assert all(r.score == 0.0 and not r.excluded for r in results[1:3])
+    assert ctx.counters["invalid"] == 2 and ctx.counters["evaluations"] == 2
+    stored = [os.path.join(folder, name) for folder, _, files in os.walk(cache / "bad")
+              for name in files if name.endswith(".json")]
+    assert len(stored) == 4  # patch.json + reward.json of both scored patches, in strict UTF-8
+    assert any(json.loads(open(p, "rb").read().decode("utf-8")).get("description") == "probe ? first"
+               for p in stored)
+
+
+def test_a_crash_inside_compilation_is_an_invalid_sample(setup, monkeypatch):
+    import hr1_jax.patch
+    real = hr1_jax.patch.compile_patch
+
+    def compile_or_crash(patch, *args, **kwargs):
+        if patch.get("description") == "boom":
+            raise MemoryError  # what the parser raises on some pathological sources
+        return real(patch, *args, **kwargs)
+
+    monkeypatch.setattr(hr1_jax.patch, "compile_patch", compile_or_crash)
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "crash_compile"))
+    crashed, fine = score_group([row] * 2, [patch_response("boom"), patch_response()], ctx)
+    assert crashed.eval_status == "invalid_patch" and "MemoryError" in crashed.reason and crashed.score == 0.0
+    assert fine.eval_status == "ok" and ctx.counters["invalid"] == 1
+
+
+def test_a_crash_inside_the_rerun_is_an_eval_failed_sample(setup, monkeypatch):
+    import hr1_jax.rollout.reward as reward
+    real = reward.run_batch
+
+    def run_or_crash(*args, patch, **kwargs):
+        if patch["description"] == "crash":
+            raise RuntimeError("worker pool broke")
+        return real(*args, patch=patch, **kwargs)
+
+    monkeypatch.setattr(reward, "run_batch", run_or_crash)
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "crash_rerun"))
+    crashed, fine = score_group([row] * 2, [patch_response("crash"), patch_response()], ctx)
+    assert crashed.eval_status == "eval_failed" and crashed.excluded and crashed.score is None
+    assert "worker pool broke" in crashed.reason and crashed.cache_key
+    assert not os.path.exists(cache / "crash_rerun" / row["metadata"]["identity"]["batch_sha256"][:16]
+                              / crashed.cache_key / "reward.json")  # a failure is never cached
+    assert fine.eval_status == "ok" and ctx.counters["eval_failed"] == 1
+
+
+def test_cache_keys_of_encodable_patches_are_unchanged_by_sanitising(setup):
+    from envs.base import canonical_sha256
+    from hr1_jax.rollout.reward import _meta, cache_key, prepare_patch
+    c, pool, row, cache = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "keys"))
+    meta = _meta(row, ctx)
+    patch, status, _ = prepare_patch(patch_response("sch\u00e9ma first"), "dbbench", c)
+    raw = canonical_sha256({"patch": patch, "batch": meta["identity"]["batch_sha256"],
+                            "baseline_rewards": meta["baseline_rewards"], "context": ctx.reward_context(meta)})
+    assert status == "ok" and cache_key(patch, meta, ctx) == raw[:32]
