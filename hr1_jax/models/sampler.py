@@ -13,6 +13,13 @@ Two per-token log-probs are returned, both fp32, for the sampled token:
     from (equal to `logprobs` when top_k = 0 and top_p = 1).
 Greedy decoding (temperature 0) reports log softmax(logits) (T = 1) for both.
 
+Padded vocabulary: a model's vocabulary is often larger than its tokenizer's (HF checkpoints round it
+up, e.g. Qwen 151936 rows vs ~151665 ids; a project model may be built wider than a freshly trained
+SentencePiece). Ids >= `valid_vocab_size` name no token, so they are masked to -1e30 (fp32) before
+every pick - greedy, temperature, top-k and top-p - and carry no mass in either log-prob. `Sampler`
+takes the size from its tokenizer (`tokenizer.vocab_size`); `generate_tokens` masks nothing unless
+given one.
+
 Stopping: any id in `stop_ids` (eos / `<|im_end|>`), or a token-level stop sequence (each stop
 string encoded by the tokenizer) matched inside the loop; because a string can also arise from a
 different tokenisation, `Sampler.generate` re-checks the decoded text and trims tokens, log-probs and
@@ -43,9 +50,19 @@ class SampleResult:
     prompt_tokens: list[int]
 
 
-def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p: bool):
+def mask_padded_vocab(logits: jax.Array, valid_vocab_size: int | None) -> jax.Array:
+    """fp32 logits [B, V] with ids >= valid_vocab_size (rows past the tokenizer's last id) at -1e30;
+    None (or a size covering V) masks nothing."""
+    logits = logits.astype(jnp.float32)
+    if valid_vocab_size is None or valid_vocab_size >= logits.shape[-1]:
+        return logits
+    return jnp.where(jnp.arange(logits.shape[-1]) < valid_vocab_size, logits, _NEG)
+
+
+def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p: bool,
+                   valid_vocab_size: int | None = None):
     """fp32 logits [B, V] -> (scaled logits, truncated logits); masked entries are -1e30."""
-    scaled = logits.astype(jnp.float32) / temperature
+    scaled = mask_padded_vocab(logits.astype(jnp.float32) / temperature, valid_vocab_size)
     out = scaled
     if top_k > 0:
         kth = jax.lax.top_k(out, top_k)[0][..., -1:]
@@ -71,12 +88,13 @@ def _stop_seq_hit(window: jax.Array, stop_seqs: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "top_k", "greedy", "use_top_p",
-                                             "cache_dtype"))
+                                             "cache_dtype", "valid_vocab_size"))
 def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, stop_seqs, *, max_new_tokens: int,
                     temperature=1.0, top_k: int = 0, top_p=1.0, greedy: bool = False, use_top_p: bool = False,
-                    pad_id: int | jax.Array = 0, cache_dtype=jnp.float32):
+                    pad_id: int | jax.Array = 0, cache_dtype=jnp.float32, valid_vocab_size: int | None = None):
     """Core jitted loop. prompt_ids/prompt_mask [B, P] left-padded (last column real for every row);
-    stop_ids int [K]; stop_seqs int [S, L] (see `_stop_seq_hit`). Returns a dict of arrays:
+    stop_ids int [K]; stop_seqs int [S, L] (see `_stop_seq_hit`); ids >= valid_vocab_size are never
+    drawn (None: every model id is a token). Returns a dict of arrays:
     tokens [B, N] (pad after the end), logprobs, sample_logprobs [B, N] fp32, lengths [B] (tokens
     produced, including a final stop token), stopped [B] bool."""
     model = nnx.merge(graphdef, state)
@@ -90,11 +108,12 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
 
     def pick(logits, step):
         if greedy:
-            logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+            logits = mask_padded_vocab(logits, valid_vocab_size)
+            logp = jax.nn.log_softmax(logits, axis=-1)
             tok = jnp.argmax(logits, axis=-1)
             lp = jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
             return tok, lp, lp
-        scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p)
+        scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
         tok = jax.random.categorical(jax.random.fold_in(key, step), trunc, axis=-1)
         at = lambda x: jnp.take_along_axis(jax.nn.log_softmax(x, axis=-1), tok[:, None], axis=-1)[:, 0]
         return tok, at(scaled), at(trunc)
@@ -143,7 +162,8 @@ class Sampler:
     """`Sampler(model, tokenizer).generate(prompts, ...) -> list[SampleResult]`.
 
     Holds the model as (graphdef, state); `update_params(state)` swaps in new weights (e.g. the
-    trainer's params after `parallel.reshard_for_sampling`) without recompiling.
+    trainer's params after `parallel.reshard_for_sampling`) without recompiling. Only the tokenizer's
+    ids are ever sampled: model ids >= `tokenizer.vocab_size` (vocabulary padding) are masked.
     """
 
     def __init__(self, model: nnx.Module, tokenizer, *, prompt_bucket: int = 64, cache_dtype=None):
@@ -185,7 +205,8 @@ class Sampler:
             self.graphdef, self.state, jnp.asarray(ids), jnp.asarray(mask), key, jnp.asarray(stop_ids),
             jnp.asarray(stop_seqs), max_new_tokens=max_new_tokens, temperature=max(temperature, 1e-6),
             top_k=top_k, top_p=top_p, greedy=temperature == 0, use_top_p=top_p < 1.0,
-            pad_id=self.tokenizer.pad_id, cache_dtype=jnp.dtype(self.cache_dtype))
+            pad_id=self.tokenizer.pad_id, cache_dtype=jnp.dtype(self.cache_dtype),
+            valid_vocab_size=self.tokenizer.vocab_size)
         return {k: np.asarray(jax.device_get(v)) for k, v in out.items()}
 
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, key: jax.Array,

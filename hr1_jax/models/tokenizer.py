@@ -52,9 +52,14 @@ def format_chat(messages: Sequence[dict], add_generation_prompt: bool = True,
 
 class Tokenizer:
     """Common interface. Subclasses set `vocab_size`, `eos_id`, `pad_id`, `stop_ids` and implement
-    `encode`, `decode`, `token_to_id`."""
+    `encode`, `decode`, `token_to_id`.
 
-    vocab_size: int
+    `vocab_size` counts the valid ids 0..vocab_size-1 (HF: `len(tokenizer)`, added tokens included).
+    A model's vocabulary may be larger (padded rows); `decode` drops ids outside the valid range
+    rather than raising, so decoding model output never fails.
+    """
+
+    vocab_size: int      # number of valid ids; the sampler never draws an id at or above it
     eos_id: int          # end of an assistant turn (what generation stops on)
     pad_id: int
     stop_ids: tuple[int, ...]
@@ -67,6 +72,10 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         raise NotImplementedError
+
+    def _known_ids(self, ids: Iterable[int]) -> list[int]:
+        """`ids` as ints without those that name no token (negative, or padded model rows)."""
+        return [i for i in map(int, ids) if 0 <= i < self.vocab_size]
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True,
                             enable_thinking: bool = True, tokenize: bool = False) -> str | list[int]:
@@ -100,7 +109,7 @@ class SentencePieceTokenizer(Tokenizer):
         return list(self.sp.encode(text))
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
-        ids = [int(i) for i in ids]
+        ids = self._known_ids(ids)
         if skip_special:
             ids = [i for i in ids if i not in self._special]
         return self.sp.decode(ids)
@@ -134,7 +143,7 @@ class HFTokenizer(Tokenizer):
         return list(self.tok.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
-        return self.tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+        return self.tok.decode(self._known_ids(ids), skip_special_tokens=skip_special)
 
     def token_to_id(self, token: str) -> int | None:
         i = self.tok.convert_tokens_to_ids(token)

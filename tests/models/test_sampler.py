@@ -1,5 +1,6 @@
 """Sampler: greedy == step-by-step argmax of the full forward, top-k=1 == greedy, determinism,
-padding invariance, log-probs == recomputation with the model, stop tokens / stop strings."""
+padding invariance, log-probs == recomputation with the model, stop tokens / stop strings, and
+padded vocabulary rows (model ids past the tokenizer) never sampled."""
 import dataclasses
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from hr1_jax.models import ModelConfig, build_model
+from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
 from hr1_jax.models.sampler import Sampler, _trim_at_stop_string, left_pad
 from hr1_jax.models.tokenizer import load_tokenizer
@@ -187,3 +188,65 @@ def test_qwen3_5_gdn_cache_greedy_and_padding():
                                    atol=_logprob_tol(logits, cfg))
     alone = sampler.generate_ids([PROMPTS[0]], key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
     np.testing.assert_array_equal(alone["tokens"][0], out["tokens"][0])
+
+
+TOKENIZER_SIZE = 2048            # the embedded SentencePiece's ids
+PADDED_VOCAB = TOKENIZER_SIZE + 128
+
+
+class _FavoursPaddedIds(CausalLM):
+    """A model with vocabulary padding whose logits put +100 on every padded id: unmasked, a sampler
+    would draw nothing else."""
+
+    def logits(self, h):
+        padded = jnp.arange(self.cfg.vocab_size) >= TOKENIZER_SIZE
+        return super().logits(h) + jnp.where(padded, 100.0, 0.0)
+
+
+@dataclasses.dataclass
+class _ClaimsVocab:
+    """The real tokenizer claiming `vocab_size` valid ids (the sampler masks from there)."""
+    inner: object
+    vocab_size: int
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture(scope="module")
+def padded():
+    cfg = ModelConfig(vocab_size=PADDED_VOCAB, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
+                      num_kv_heads=2, head_dim=16)
+    with sharding_context():
+        model = _FavoursPaddedIds(cfg, rngs=nnx.Rngs(0))
+    tok = load_tokenizer()
+    assert tok.vocab_size == TOKENIZER_SIZE
+    unmasked = Sampler(model, _ClaimsVocab(tok, PADDED_VOCAB), prompt_bucket=16)
+    return model, Sampler(model, tok, prompt_bucket=16), unmasked
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=0), dict(temperature=1.0), dict(temperature=0.7, top_p=0.9)],
+                         ids=["greedy", "temperature", "top_p"])
+def test_padded_vocab_ids_are_never_sampled(padded, settings):
+    _, sampler, unmasked = padded
+    kw = dict(max_new_tokens=32, **settings)
+    # Unmasked, the bias wins every step, so a path that skipped the mask could not pass below.
+    assert np.all(unmasked.generate_ids(PROMPTS, key=jax.random.key(0), **kw)["tokens"] >= TOKENIZER_SIZE)
+    for seed in range(4):
+        out = sampler.generate_ids(PROMPTS, key=jax.random.key(seed), **kw)
+        assert np.all(out["tokens"] < TOKENIZER_SIZE)
+    # The demo's crash: decoding padded ids raised. They name no token, so they decode to nothing.
+    assert [r.text for r in unmasked.generate(PROMPTS, key=jax.random.key(0), **kw)] == [""] * len(PROMPTS)
+
+
+def test_padded_vocab_logprobs_are_over_tokenizer_ids(padded):
+    """The reported log-prob is the policy over the tokenizer's ids: padded rows carry no mass."""
+    model, sampler, _ = padded
+    out = sampler.generate_ids(PROMPTS, key=jax.random.key(0), max_new_tokens=N_NEW, temperature=0)
+    rows = [p + out["tokens"][i, :int(out["lengths"][i])].tolist() for i, p in enumerate(PROMPTS)]
+    all_logits = np.asarray(_forward(model, _teacher_forced(rows)))[..., :TOKENIZER_SIZE]
+    for i, prompt in enumerate(PROMPTS):
+        n = int(out["lengths"][i])
+        logits = all_logits[i, len(prompt) - 1:len(prompt) - 1 + n]
+        ref_lp = jax.nn.log_softmax(logits, -1)[np.arange(n), out["tokens"][i, :n]]
+        np.testing.assert_allclose(out["logprobs"][i, :n], ref_lp, atol=_logprob_tol(logits, model.cfg))

@@ -28,6 +28,14 @@ def test_embedded_spm_round_trips_code_and_keeps_specials_whole(spm_tok):
     assert spm_tok.decode(spm_tok.encode(text), skip_special=True) == "user\nhi"
 
 
+def test_decode_drops_ids_that_name_no_token(spm_tok):
+    # A model's padded vocabulary rows (ids >= vocab_size) and negative ids decode to nothing.
+    ids = spm_tok.encode("hi there")
+    stray = [-1, spm_tok.vocab_size, spm_tok.vocab_size + 100]
+    assert spm_tok.decode(stray[:1] + ids + stray[1:]) == "hi there"
+    assert spm_tok.decode(stray) == ""
+
+
 def test_chat_template_qwen_format(spm_tok):
     msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
     think = spm_tok.apply_chat_template(msgs, add_generation_prompt=True, enable_thinking=True)
@@ -60,6 +68,9 @@ def test_missing_tokenizer_is_a_clear_error(tmp_path):
         tk.load_tokenizer(str(tmp_path / "nope.bin"))
 
 
+ADDED = "<|added|>"
+
+
 def _save_hf_tokenizer(path, with_template):
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
     from transformers import PreTrainedTokenizerFast
@@ -71,6 +82,7 @@ def _save_hf_tokenizer(path, with_template):
     raw.train_from_iterator([CODE, "hello world"] * 10, trainers.BpeTrainer(
         vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.add_tokens([ADDED])  # an id past the base vocabulary, as checkpoints' added tokens are
     if with_template:
         # Marker text proves the checkpoint's own template (not ours) was used.
         fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
@@ -87,6 +99,9 @@ def test_hf_tokenizer_offline_with_and_without_template(tmp_path, monkeypatch):
     assert tok.decode(tok.encode(CODE)) == CODE
     assert tok.eos_id == tok.token_to_id("<|im_end|>") and tok.pad_id == tok.token_to_id("<|endoftext|>")
     assert set(tok.stop_ids) == {tok.eos_id, tok.pad_id}
+    added = tok.token_to_id(ADDED)
+    assert added >= tok.tok.vocab_size and tok.vocab_size == added + 1  # added tokens are valid ids
+    assert tok.decode([-1] + tok.encode("hello") + [added, tok.vocab_size]) == "hello" + ADDED
     msgs = [{"role": "user", "content": "hi"}]
     assert tok.apply_chat_template(msgs, enable_thinking=False).endswith("assistant\nNOTHINK")
     ids = tok.apply_chat_template(msgs, tokenize=True)
