@@ -1,6 +1,6 @@
 """Run-time guards injected into sandboxed hook code (our addition over the reference sandbox).
 
-The line budget of the tracer cannot see work done inside one C call (`'x' * 10**9`,
+The statement ticks of the line budget cannot see work done inside one C call (`'x' * 10**9`,
 `list(range(10**9))`, `10**10**8`, `','.join([s] * 10**6)`), so `sandbox.py` rewrites the risky
 operators, method calls and f-string fields of hook code into the checked helpers below, and
 hooks see size-capped stand-ins for `range`, `round`, `sum`, `sorted`, `zip`, `str`, `list`,
@@ -91,7 +91,7 @@ class CallBudget:
         self.alloc_left = alloc
         self.line_budget = line_budget
         self.lines_left = line_budget if line_budget is not None else 1 << 62
-        self.deadline = deadline
+        self.deadline = deadline if deadline is not None else math.inf
         self.rss0 = rss_bytes() if line_budget is not None else None
         self.ticks = 0
         self.depth = 0
@@ -136,12 +136,12 @@ def charge_work(n: int, what: str) -> None:
 def _over_budget(b: CallBudget) -> None:
     if b.lines_left < 0:
         raise HookTimeout(f"line budget of {b.line_budget} exceeded")
-    if b.deadline is not None and time.perf_counter() > b.deadline:
-        raise HookTimeout("wall-clock safety net exceeded")
-    if b.rss0 is not None:
+    if b.rss0 is not None and not b.ticks & TICK_CHECK_MASK:
         grown = (rss_bytes() or b.rss0) - b.rss0
         if grown > MAX_RSS_GROWTH:
             raise HookMemoryError(f"process memory grew by {grown >> 20} MiB during the hook")
+    if time.perf_counter() > b.deadline:
+        raise HookTimeout("wall-clock safety net exceeded")
 
 
 def g_tick(n: int) -> None:
@@ -150,7 +150,7 @@ def g_tick(n: int) -> None:
         return
     b.lines_left -= n
     b.ticks += 1
-    if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK:
+    if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK or time.perf_counter() > b.deadline:
         _over_budget(b)
 
 
@@ -173,15 +173,11 @@ def g_exit() -> None:
 
 def g_iter(iterable):
     """A comprehension's iterable: one statement tick per item drawn."""
-    b = getattr(_TLS, "budget", None)
-    if b is None:
+    if getattr(_TLS, "budget", None) is None:
         yield from iterable
         return
     for item in iterable:
-        b.lines_left -= 1
-        b.ticks += 1
-        if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK:
-            _over_budget(b)
+        g_tick(1)
         yield item
 
 
@@ -689,14 +685,14 @@ SAFE_MATH = _make_math()
 # --------------------------------------------------------------------------- re
 # Hooks call `re.*` on a stand-in backed by the `regex` package (VERSION0, i.e. `re` semantics),
 # because its matcher honours a timeout: polynomial backtracking such as `a.*b` on 10**5 chars
-# runs inside one C call where neither the tracer nor SIGALRM can interrupt it. Each call gets
-# the hook's remaining wall-clock budget; nested unbounded quantifiers (the classic
-# exponential shape) are refused outright.
+# runs inside one C call where no statement tick can interrupt it. Each call gets what is left of
+# the hook's wall-clock safety net and charges its subject length to the work budget; nested
+# unbounded quantifiers (the classic exponential shape) are refused outright.
 
 _RE_CACHE: dict = {}
 _REPEATS = (_sre_parser.MAX_REPEAT, _sre_parser.MIN_REPEAT) + (
     (_sre_parser.POSSESSIVE_REPEAT,) if hasattr(_sre_parser, "POSSESSIVE_REPEAT") else ())
-DEFAULT_RE_TIMEOUT = 0.05
+DEFAULT_RE_TIMEOUT = 2.0  # outside a budgeted call (the runner always sets one)
 
 
 def _walk_repeats(items, inside_unbounded: bool) -> str:
@@ -748,8 +744,9 @@ def _check_subject(s) -> None:
 
 
 def _timeout() -> float:
+    """The regex matcher's own timeout: what is left of the call's wall-clock safety net."""
     b = getattr(_TLS, "budget", None)
-    if b is None or b.deadline is None:
+    if b is None or b.deadline == math.inf:
         return DEFAULT_RE_TIMEOUT
     return max(0.001, b.deadline - time.perf_counter())
 

@@ -70,6 +70,8 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
         raw = fn(fctx, nb)
         if budget.lines_left < 0:  # exceeded, raised, and swallowed somewhere in C
             return "timeout", None, f"line budget of {line_budget} exceeded"
+        if time.perf_counter() > budget.deadline:  # the last stretch ran in C, past the net
+            return "timeout", None, "wall-clock safety net exceeded"
         return "ok", raw, ""
     except HookTimeout as e:
         return "timeout", None, str(e)

@@ -4,12 +4,16 @@
 one `hook(ctx, nb)`, at most 5 helpers, at most 1200 AST nodes, forbidden node types / names /
 attributes / underscore access, string literals at most 700 chars, ALFWorld numbered-instance
 literals) and additionally rejects attribute names that reach frames or code objects
-(`gi_frame`, `f_back`, `tb_frame`, `co_code`, `mro`, ...), which the reference leaves open.
+(`gi_frame`, `f_back`, `tb_frame`, `co_code`, `mro`, ...), which the reference leaves open, and
+attribute assignment (everything a hook can name outside its locals is shared).
 
 The checked tree is then rewritten so that size-changing operations go through the guards of
 `guards.py` (`a * b` -> `_g_mul(a, b)`, f-strings -> `_g_fstr([...])`, `s.join` ->
-`_g_call(s, 'join', xs)`, ...). The inserted names start with `_`, which hook source may not use,
-so hooks cannot reach or rebind them.
+`_g_call(s, 'join', xs)`, ...), and statement ticks (`_g_tick`, `_g_iter`, `_g_enter`/`_g_exit`)
+are inserted for the deterministic line and depth budgets. The inserted names start with `_`,
+which hook source may not use, so hooks cannot reach or rebind them. Any failure to parse,
+rewrite or compile (also RecursionError/MemoryError on deeply nested source) is a
+HookCompileError.
 """
 from __future__ import annotations
 
