@@ -4,8 +4,9 @@
 
 * hook call overhead: the demo WebShop `on_before_action` guard on its three stored replay
   states, and the Harness-R1 ALFWorld `on_post_step` stage machine on a typical ALFWorld ctx;
-  µs per call through `run_hook` and through `CompiledPatch.call`, next to a bare call of the
-  same compiled function without budgets (what the sandbox's tracer, ctx copy and guards cost);
+  µs per call through `run_hook`, `CompiledPatch.call` inline (the sandbox alone) and in the hook
+  process (both walls: pickled round trip, watchdog), next to a bare call of the same rewritten
+  function without a budget, and the ~116 µs of the previous tracer-based design;
 * validation: parse + normalise + sandbox-compile of a full engineer response built from each
   of the 25 reference patches (`parse_response`, compile cache cleared first), and the
   `compile_patch` that installs the parsed patch right after (hooks come from the compile cache).
@@ -59,9 +60,13 @@ def per_call_us(fn, calls: int, repeats: int) -> float:
     return statistics.median(samples)
 
 
+PREVIOUS_DESIGN_US = 116  # settrace tracer, inline only: measured at 76513ca (issue 10)
+
+
 def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls: int, repeats: int) -> None:
-    compiled = compile_patch(patch, patch["benchmark"])
-    (fn,) = compiled.hooks[hook_name]
+    inline = compile_patch(patch, patch["benchmark"], isolation="inline")
+    process = compile_patch(patch, patch["benchmark"], isolation="process")
+    (fn,) = inline.hooks[hook_name]
     frozen = [freeze(c) for c in ctxs]
     i = 0
 
@@ -70,20 +75,27 @@ def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls:
         i += 1
         run_hook(fn, ctxs[i % len(ctxs)], {}, hook_name)
 
-    def via_compiled():
-        nonlocal i
-        i += 1
-        compiled.call(hook_name, ctxs[i % len(ctxs)], {})
+    def via(compiled):
+        def call():
+            nonlocal i
+            i += 1
+            compiled.call(hook_name, ctxs[i % len(ctxs)], {})
+        return call
 
     def bare():
         nonlocal i
         i += 1
         fn(frozen[i % len(frozen)], {})
 
-    print(f"{label}:")
-    print(f"  run_hook             {per_call_us(via_run_hook, calls, repeats):8.1f} us/call (median of {repeats})")
-    print(f"  CompiledPatch.call   {per_call_us(via_compiled, calls, repeats):8.1f} us/call")
-    print(f"  bare call (no budget){per_call_us(bare, calls, repeats):8.1f} us/call")
+    via(process)()  # start the hook process outside the timing
+    bare_us = per_call_us(bare, calls, repeats)
+    rows = [("run_hook (first wall)", per_call_us(via_run_hook, calls, repeats)),
+            ("CompiledPatch.call, inline (first wall)", per_call_us(via(inline), calls, repeats)),
+            ("CompiledPatch.call, process (both walls)", per_call_us(via(process), calls, repeats))]
+    print(f"{label}:  (median of {repeats} x {calls} calls; previous design ~{PREVIOUS_DESIGN_US} us at 76513ca)")
+    print(f"  {'bare call of the rewritten hook (ticks, no budget)':52s}{bare_us:8.1f} us/call")
+    for name, us in rows:
+        print(f"  {name:52s}{us:8.1f} us/call  (x{us / bare_us:.1f} bare, x{us / PREVIOUS_DESIGN_US:.2f} previous)")
 
 
 def main() -> int:
