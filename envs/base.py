@@ -81,6 +81,13 @@ class Environment(abc.ABC):
     honours_rewrite_and_force: ClassVar[bool] = True  # DBBench v1 ignores rewrite/force (logged)
     max_turns: int
 
+    @classmethod
+    def pin_run_section(cls, section: dict) -> dict:
+        """The config section with choices that must hold for a whole run made concrete (e.g.
+        DBBench's `backend=auto`). Called once in the parent before workers start, so every
+        worker, also a replacement, runs on the same choice. Default: unchanged."""
+        return section
+
     # --- tasks -------------------------------------------------------------------------------
     @abc.abstractmethod
     def tasks(self, split: str) -> list[Task]:

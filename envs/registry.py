@@ -44,3 +44,13 @@ def make_env(benchmark: str, config=None) -> Environment:
     if not isinstance(env, Environment):
         raise TypeError(f"{benchmark!r} did not build an envs.base.Environment")
     return env
+
+
+def pin_run_config(config_dict: dict) -> dict:
+    """`config_dict` with every benchmark section's run-wide choices made concrete
+    (`Environment.pin_run_section`); the rollout pool calls it once before starting workers."""
+    out = dict(config_dict)
+    for benchmark in ENVIRONMENTS:
+        if isinstance(out.get(benchmark), dict):
+            out[benchmark] = env_class(benchmark).pin_run_section(out[benchmark])
+    return out

@@ -178,6 +178,12 @@ class DBBenchEnv(Environment):
     process_all_tool_calls = True
     honours_rewrite_and_force = False
 
+    @classmethod
+    def pin_run_section(cls, section: dict) -> dict:
+        cfg = dbconfig.defaults()
+        cfg.update(dict(section))
+        return {**dict(section), "backend": resolve_backend(cfg)}
+
     def __init__(self, config=None, backend=None, data_dir=None):
         """`config`: the `dbbench` section (defaults when None); `backend`: an already built
         backend object (tests/benchmarks), else one is connected from the config."""

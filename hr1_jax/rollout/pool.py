@@ -27,6 +27,7 @@ import time
 import traceback
 from multiprocessing.connection import wait as wait_connections
 
+from envs.registry import pin_run_config
 from hr1_jax.utils.logging import log_event
 
 # Workers run the agent runtime only: keep JAX (imported by anything downstream) on CPU and hide
@@ -188,7 +189,7 @@ class WorkerPool:
         self.num_workers = int(num_workers or (r.num_workers if r else 2))
         self.job_timeout_s = float(job_timeout_s or (r.job_timeout_s if r else 1800.0))
         self.max_retries = int(max_retries if max_retries is not None else (r.max_job_retries if r else 2))
-        self._config_dict = config.to_dict() if config is not None else {}
+        self._config_dict = pin_run_config(config.to_dict()) if config is not None else {}
         self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._pending: collections.deque[_Job] = collections.deque()

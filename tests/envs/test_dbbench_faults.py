@@ -157,3 +157,10 @@ def test_auto_is_decided_once_per_process(throwaway_mariadb, fresh_auto_choices)
         assert DBBenchEnv(cfg).backend.name == "sqlite"   # a server that appears later changes nothing
     finally:
         throwaway_mariadb.start()
+
+
+def test_pool_pins_auto_once_in_the_parent_for_every_worker(throwaway_mariadb, fresh_auto_choices):
+    from envs.registry import pin_run_config
+    running = pin_run_config({"dbbench": throwaway_mariadb.section("auto").to_dict(), "other": 1})
+    assert running["dbbench"]["backend"] == "mariadb" and running["other"] == 1
+    assert pin_run_config({"dbbench": throwaway_mariadb.section("sqlite").to_dict()})["dbbench"]["backend"] == "sqlite"
