@@ -27,6 +27,7 @@ from hr1_jax.eval.results import MethodResult, PatchRecord, TaskPair
 from hr1_jax.rollout.batches import baseline_metadata, read_results, run_batch
 from hr1_jax.rollout.reward import (EVAL_FAILED, OK, RewardContext, prepare_patch, score_group, score_patch,
                                    target_tokens)
+from hr1_jax.utils.jsonsafe import safe_str
 from hr1_jax.utils.logging import log_event
 
 
@@ -154,8 +155,8 @@ def propose(engineer, batches: list[Batch], *, saved_dir: str = "", save_dir: st
         for b, p in zip(with_rows, proposals):
             path = os.path.join(save_dir, b.benchmark, f"seed{b.seed}", f"{b.name}.txt")
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(p.text)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(safe_str(p.text))
     return out
 
 

@@ -35,7 +35,8 @@ import sys
 import threading
 import time
 
-from hr1_jax.patch.runner import HookOutcome, normalize_hook_result, safe_text
+from hr1_jax.patch.runner import HookOutcome, normalize_hook_result
+from hr1_jax.utils.jsonsafe import safe_str
 
 DEFAULT_CPU_BUDGET_S = 1.0
 DEFAULT_WALL_LIMIT_S = 10.0
@@ -237,7 +238,7 @@ def _outcomes_from_reply(reply, hook_name: str, n: int, ctx: dict, nb: dict, sta
         return _failed(hook_name, n, "error", "malformed reply from the hook process", start)
     if isinstance(reply, tuple) and len(reply) == 3 and reply[0] == "failed":
         status = reply[1] if reply[1] in ("memory", "error") else "error"
-        return [HookOutcome(hook_name, status, None, safe_text(str(reply[2])[:300]), elapsed / n) for _ in range(n)]
+        return [HookOutcome(hook_name, status, None, safe_str(str(reply[2])[:300]), elapsed / n) for _ in range(n)]
     outcomes = []
     for item in reply[1]:
         status, result, error = item if isinstance(item, tuple) and len(item) == 3 else ("error", None, "bad item")
@@ -247,7 +248,7 @@ def _outcomes_from_reply(reply, hook_name: str, n: int, ctx: dict, nb: dict, sta
             result = normalize_hook_result(hook_name, result, ctx)
             if result is None and status == "ok":
                 status = "invalid_return"
-        error = safe_text(error[:300]) if isinstance(error, str) else ""
+        error = safe_str(error[:300]) if isinstance(error, str) else ""
         outcomes.append(HookOutcome(hook_name, status, result, error, elapsed / n))
     nb.clear()
     nb.update(reply[2])

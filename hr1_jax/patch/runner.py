@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from hr1_jax.patch import guards, sandbox
 from hr1_jax.patch.guards import FrozenDict, HookMemoryError, HookTimeout, freeze
+from hr1_jax.utils.jsonsafe import safe_str
 
 HOOK_NAMES = ("on_init", "make_pre_hint", "on_before_action", "on_post_step")
 ALLOWED_EFFECT_KINDS = {
@@ -119,7 +120,7 @@ def call_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAU
         result = None
         status = "error" if "non-data" in nb_problem else "memory"
         error = f"{error}; {nb_problem}" if error else nb_problem
-    return HookOutcome(hook_name, status, result, safe_text(error), time.perf_counter() - start)
+    return HookOutcome(hook_name, status, result, safe_str(error), time.perf_counter() - start)
 
 
 def run_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
@@ -138,22 +139,13 @@ _RAW_TEXT_CAP = 4 * MAX_RETURN_TEXT_CHARS
 def _clean_text(value) -> str:
     if not isinstance(value, str):
         return ""
-    return safe_text(" ".join(value[:_RAW_TEXT_CAP].split())[:MAX_RETURN_TEXT_CHARS])
-
-
-def safe_text(text: str) -> str:
-    """`text` with lone surrogates replaced, so it can always be stored as UTF-8 JSON."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+    return safe_str(" ".join(value[:_RAW_TEXT_CAP].split())[:MAX_RETURN_TEXT_CHARS])
 
 
 def _clean_action(value, ctx: dict) -> str:
     if not isinstance(value, str):
         return ""
-    action = safe_text(" ".join(value[:_RAW_TEXT_CAP].lower().split())[:MAX_RETURN_TEXT_CHARS])
+    action = safe_str(" ".join(value[:_RAW_TEXT_CAP].lower().split())[:MAX_RETURN_TEXT_CHARS])
     if not action:
         return ""
     if sandbox.ALFWORLD_INSTANCE_ACTION_RE.search(action):
