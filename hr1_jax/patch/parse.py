@@ -32,7 +32,7 @@ def _dicts_in(segment: str) -> list[dict]:
     for m in re.finditer(r"\{", segment):
         try:
             obj, _ = _DECODER.raw_decode(segment, m.start())
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep to be a patch
             continue
         if isinstance(obj, dict):
             found.append(obj)

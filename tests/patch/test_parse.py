@@ -88,3 +88,11 @@ def test_build_response_roundtrip_both_protocols():
         text = build_response(patch(), protocol)
         assert text.startswith("<think>") == (protocol == "full_think_patch")
         assert parse_response(text, "webshop", protocol)["description"] == "Soft hint before buying."
+
+
+@pytest.mark.parametrize("body", ['{"a":' + "[" * 5000 + "]" * 5000 + "}",
+                                  '{"benchmark":"webshop","description":"d","actions":' + "[" * 3000 + "]" * 3000 + "}",
+                                  '{"a":' * 3000 + "1" + "}" * 3000])
+def test_deeply_nested_json_is_a_patch_error_not_a_crash(body):
+    with pytest.raises(PatchError):
+        parse_response("x</think><patch>" + body + "</patch>", "webshop", "prefill_think_patch")
