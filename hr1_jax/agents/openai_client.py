@@ -34,6 +34,7 @@ import urllib.request
 
 from hr1_jax.agents.base import AgentError
 from hr1_jax.agents.tool_repair import repair_message
+from hr1_jax.utils.jsonsafe import safe_str
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEM_LOCK = threading.Lock()
@@ -41,7 +42,6 @@ _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 _READ_CHUNK = 1 << 16
 _DETAIL_BYTES = 300
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")      # json.loads joins escaped pairs: any left is lone
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _TOO_DEEP = "<tool-call arguments nested too deeply to parse>"
 
@@ -57,14 +57,9 @@ class _HTTPStatus(Exception):
         self.code = code
 
 
-def safe_text(text: str) -> str:
-    """`text` with lone surrogates replaced, so it encodes as UTF-8 and JSON anywhere."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
 def _head(value) -> str:
     text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-    return safe_text(text[:_DETAIL_BYTES])
+    return safe_str(text[:_DETAIL_BYTES])
 
 
 def _semaphore(base_url: str, limit: int) -> threading.BoundedSemaphore:
@@ -234,7 +229,7 @@ class _CharBudget:
         self.left, self.cut = limit, False
 
     def take(self, text: str) -> str:
-        text = safe_text(text)
+        text = safe_str(text)
         if len(text) > self.left:
             text, self.cut = text[:self.left], True
         self.left -= len(text)
@@ -261,7 +256,7 @@ def _repair(message: dict, allowed: set[str] | None, call_prefix: str) -> tuple[
         return message, 0
     if repaired:  # arguments re-encoded from the text may hold a decoded lone surrogate
         for call in message["tool_calls"]:
-            call["function"]["arguments"] = safe_text(call["function"]["arguments"])
+            call["function"]["arguments"] = safe_str(call["function"]["arguments"])
     return message, repaired
 
 

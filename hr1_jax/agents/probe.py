@@ -15,8 +15,9 @@ import json
 import sys
 
 from hr1_jax.agents.base import AgentError
-from hr1_jax.agents.openai_client import OpenAIChatClient, safe_text
+from hr1_jax.agents.openai_client import OpenAIChatClient
 from hr1_jax.agents.tool_repair import repair_message
+from hr1_jax.utils.jsonsafe import safe_str
 
 PROBE_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city.",
@@ -49,7 +50,7 @@ def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60
     _, repaired = repair_message({"content": raw.get("content") or "",
                                   "reasoning_content": raw.get("reasoning_content") or ""}, {"get_weather"})
     report.update(structured_tool_calls=structured, repairable_text_tool_calls=repaired,
-                  content_head=safe_text(raw.get("content") or "")[:200])
+                  content_head=safe_str(raw.get("content") or "")[:200])
     if "get_weather" in structured:
         return {**report, "ok": True, "verdict": "structured_tool_calls", "exit_code": 0}
     if repaired:

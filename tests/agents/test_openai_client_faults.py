@@ -213,7 +213,7 @@ def test_lone_surrogates_are_replaced_in_everything_returned(reply):
     utf8_json(message)
     arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
     utf8_json(arguments)  # what the runtime decodes from the arguments text is clean too
-    assert arguments["amount"] == 1 and arguments["note"] == "\ufffd"
+    assert arguments["amount"] == 1 and arguments["note"] == "?"
 
 
 def test_episode_over_surrogate_replies_stores_valid_utf8():
