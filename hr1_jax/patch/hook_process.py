@@ -46,10 +46,16 @@ MAX_INSTALLED = 64               # compiled patches kept in one hook process
 _HEADER = struct.Struct("!I")
 _POLL_S = 0.02                   # watchdog period while a call runs
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class HookProcessError(Exception):
     """The hook process broke the protocol or died; the call counts as a failed hook call."""
+
+
+class HookProcessUnavailable(RuntimeError):
+    """A fresh hook process could not even install a validated patch: infrastructure, not the
+    patch's fault. Raised to the episode, which then ends as an infra error (never scored)."""
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -73,6 +79,14 @@ def patch_key(benchmark: str, sources: dict) -> str:
     """Content address of a patch's hook sources (what the hook process compiles)."""
     blob = json.dumps([benchmark, sources], sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -110,6 +124,7 @@ class HookProcess:
         self.starts += 1
         self._installed = set()
         self._buf = bytearray()
+        self._start_rss = 0
         return proc
 
     def _kill(self) -> None:
@@ -137,7 +152,11 @@ class HookProcess:
     # --- protocol -----------------------------------------------------------------------------
     def _send(self, obj) -> None:
         try:
-            self._proc.stdin.write(_frame(obj))
+            data = _frame(obj)
+        except Exception as e:  # ctx or nb that cannot be pickled: this call fails, nothing else
+            raise HookProcessError(f"cannot send the call to the hook process: {type(e).__name__}") from None
+        try:
+            self._proc.stdin.write(data)
             self._proc.stdin.flush()
         except (OSError, ValueError) as e:
             raise HookProcessError(f"hook process is gone ({type(e).__name__})") from None
@@ -202,12 +221,28 @@ class HookProcess:
             except HookProcessError as e:
                 self._kill()
                 return _failed(hook_name, n_hooks, "error", str(e), start)
+            self._recycle_if_bloated()
         return _outcomes_from_reply(reply, hook_name, n_hooks, ctx, nb, start)
 
+    def _recycle_if_bloated(self) -> None:
+        """A hook that allocated a lot leaves memory behind in the hook process; start the next
+        call in a fresh one, so a later patch never runs closer to the address-space limit."""
+        if _rss_bytes(self._proc.pid) - self._start_rss > self.memory_mb * 2**20 // 4:
+            self._kill()
+
     def _install(self, key: str, sources: dict, benchmark: str) -> None:
-        reply = self._request(("install", key, sources, benchmark))
+        fresh = not self._installed
+        try:
+            reply = self._request(("install", key, sources, benchmark))
+        except (HookProcessError, TimeoutError) as e:
+            if fresh:
+                self._kill()
+                raise HookProcessUnavailable(f"hook process failed to start or install a patch: {e}") from None
+            raise
         if reply != ("installed", key):
             raise HookProcessError(f"hook process could not install the patch: {str(reply)[:200]}")
+        if fresh:
+            self._start_rss = _rss_bytes(self._proc.pid)
         if len(self._installed) >= MAX_INSTALLED:
             self._installed.clear()  # the child evicts in the same order
         self._installed.add(key)

@@ -147,3 +147,34 @@ def test_patch_key_is_content_addressed():
     assert a != patch_key("alfworld", {"make_pre_hint": [COUNTER]})
     assert patch_key("webshop", {"make_pre_hint": ["\ud800"]})  # a lone surrogate hashes
 
+
+
+def test_a_hook_process_that_cannot_start_is_infrastructure_not_a_hook_failure():
+    from hr1_jax.patch.hook_process import HookProcessUnavailable
+
+    class Broken(HookProcess):
+        def _start(self):
+            proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self._installed, self._buf, self._start_rss = set(), bytearray(), 0
+            return proc
+
+    host = Broken(cpu_budget_s=5)
+    try:
+        with pytest.raises(HookProcessUnavailable, match="exit code 3|gone"):
+            _call(host, _patch(COUNTER), {}, {})
+    finally:
+        host.close()
+
+
+def test_a_bloated_hook_process_is_replaced_after_the_call(monkeypatch):
+    from hr1_jax.patch import hook_process
+    host = _host()
+    try:
+        assert _call(host, _patch(COUNTER), {}, {})[0].status == "ok" and host.starts == 1
+        monkeypatch.setattr(hook_process, "_rss_bytes", lambda pid: 2**40)  # as if it kept 1 TiB
+        assert _call(host, _patch(COUNTER), {}, {})[0].status == "ok"  # this call still answers
+        monkeypatch.undo()
+        assert _call(host, _patch(COUNTER), {}, {})[0].status == "ok" and host.starts == 2
+    finally:
+        host.close()
