@@ -23,29 +23,34 @@ _JSON_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
 
 
+MAX_CALL_NESTING = 8
+
+
 def _value(text: str):
     text = text.strip("\n")
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep to be a tool call
         return text
 
 
-def _calls_from_obj(obj) -> list[tuple[str, dict]]:
+def _calls_from_obj(obj, depth: int = 0) -> list[tuple[str, dict]]:
+    if depth > MAX_CALL_NESTING:  # real tool calls sit a few levels deep; deeper is not one
+        return []
     if isinstance(obj, list):
-        return [c for item in obj for c in _calls_from_obj(item)]
+        return [c for item in obj for c in _calls_from_obj(item, depth + 1)]
     if not isinstance(obj, dict):
         return []
     if isinstance(obj.get("tool_calls"), list):
-        return _calls_from_obj(obj["tool_calls"])
+        return _calls_from_obj(obj["tool_calls"], depth + 1)
     if isinstance(obj.get("function"), dict):
-        return _calls_from_obj(obj["function"])
+        return _calls_from_obj(obj["function"], depth + 1)
     name = obj.get("name")
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep to be a tool call
             return []
     if isinstance(name, str) and isinstance(args, dict):
         return [(name, args)]
@@ -62,7 +67,7 @@ def _json_objects(text: str) -> list:
                 out.append(obj)
                 i = end
                 continue
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deep to be a tool call
                 pass
         i += 1
     return out

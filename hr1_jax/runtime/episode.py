@@ -124,7 +124,7 @@ def _parse_arguments(raw: Any) -> dict | None:
         return {}
     try:
         value = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deep to be arguments
         return None
     return value if isinstance(value, dict) else None
 

@@ -120,3 +120,9 @@ def test_scripted_dbbench_agent_behind_http_in_xml_mode_matches_in_process():
         assert sum(r.agent["repaired_tool_calls"] for r in remote) == sum(len(r.actions) for r in local) > 0
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("text", ["<tool_call>" + "[" * 3000 + "]" * 3000 + "</tool_call>", "[" * 900 + "]" * 900,
+                                  '<tool_call>{"name":"x","arguments":"' + "[" * 3000 + '"}</tool_call>'])
+def test_text_nested_too_deep_is_no_tool_call_not_a_crash(text):
+    assert extract_tool_calls(text) == []
