@@ -197,13 +197,11 @@ def test_hostile_case(name, code, expect):
     fn = compile_hook(code, "webshop")
     nb = {"keep": "me"}
     start = time.perf_counter()
-    # Cases that must trip the memory guard get a loose clock, so a loaded CI box cannot turn
-    # them into time-outs; the others run under the default 50 ms budget.
-    budget = 10.0 if expect == {"memory"} else 0.05
-    outcome = call_hook(fn, {"state": {"x": 1}}, nb, hook_name, time_budget_s=budget)
+    # The default budgets: the statement count and the guards decide, so the status is the
+    # same on a loaded CI box; the wall clock is only the far net.
+    outcome = call_hook(fn, {"state": {"x": 1}}, nb, hook_name)
     assert outcome.status in expect, outcome
-    # Contained, not hung: memory cases may use their loose clock on a loaded machine.
-    assert time.perf_counter() - start < (budget + 5.0), outcome
+    assert time.perf_counter() - start < 60, outcome  # contained, not hung
     if outcome.result is not None:
         text = outcome.result.get("message") or outcome.result.get("tool_hint")
         assert len(text) <= 900
