@@ -36,6 +36,12 @@ EXTRAS = {
     "eval": ["matplotlib"],
 }
 EXTRAS["all"] = sorted({p for v in EXTRAS.values() for p in v})
+# Accelerator runtimes for the pinned jax (jax 0.10.2's own `tpu` / `cuda12` extras, with the versions
+# they resolve to written out). One per machine, so neither is in "all"; `DEVICE=tpu|cuda bash
+# launch/setup.sh` installs them. The CUDA extra brings the CUDA 12 / cuDNN libraries as pip wheels.
+EXTRAS["tpu"] = ["jax[tpu]==0.10.2", "jaxlib==0.10.2", "libtpu==0.0.42.1"]
+EXTRAS["cuda"] = ["jax[cuda12]==0.10.2", "jaxlib==0.10.2", "jax-cuda12-plugin[with-cuda]==0.10.2",
+                  "jax-cuda12-pjrt==0.10.2"]
 
 setup(
     name="hr1_jax",
