@@ -48,11 +48,16 @@ setup(
     version="0.1.0",
     description="Harness-R1 in JAX: train a harness engineer with SFT and online GRPO on real reruns",
     python_requires=">=3.11",
-    packages=find_packages(include=["hr1_jax", "hr1_jax.*", "envs", "envs.*"]),
-    # Shipped data lives in non-package folders (envs/*/data, reference patches, tokenizer assets).
+    # The repo's top-level configs/ ships inside the package as hr1_jax/configs (`--config=demo`
+    # resolves there in an installed wheel; a checkout uses configs/ directly).
+    packages=find_packages(include=["hr1_jax", "hr1_jax.*", "envs", "envs.*"]) + ["hr1_jax.configs"],
+    package_dir={"hr1_jax.configs": "configs"},
+    # Shipped data lives in non-package folders (envs/*/data, reference patches, tokenizer assets),
+    # selected by these patterns only: include_package_data would also scan the file manifest and
+    # warn once per data folder that Python could import as a namespace package.
     package_data={"": ["*.json", "*.jsonl", "*.md", "*.txt", "*.model", "*.tar.xz", "*.gz", "**/*.json",
                        "**/*.jsonl", "**/*.md", "**/*.txt", "**/*.model", "**/*.tar.xz", "**/LICENSE*"]},
-    include_package_data=True,
+    include_package_data=False,
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["hr1=hr1_jax.cli:main"]},
