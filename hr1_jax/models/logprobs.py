@@ -8,7 +8,8 @@ log-sum-exp), each chunk under `jax.checkpoint`, so forward *and* backward hold 
 
 Numerics: logits are computed with fp32 accumulation (`preferred_element_type`), divided by
 `temperature`, and reduced in fp32. `temperature` lets a trainer score tokens under the same
-temperature-scaled policy the sampler drew from.
+temperature-scaled policy the sampler drew from. `valid_vocab_size` restricts the softmax to the
+tokenizer's ids, as the sampler does (`sampler.mask_padded_vocab`): padded head columns carry no mass.
 """
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ import jax.numpy as jnp
 _NEG = -1e30  # finite "minus infinity": keeps exp()/gradients NaN-free for padded vocab columns
 
 
-def _full_vocab(h, w, tgt, temperature, with_entropy):
+def _full_vocab(h, w, tgt, temperature, with_entropy, valid):
     logits = jnp.dot(h, w, preferred_element_type=jnp.float32) / temperature  # [B, c, V]
+    if valid < logits.shape[-1]:
+        logits = jnp.where(jnp.arange(logits.shape[-1]) < valid, logits, _NEG)
     lse = jax.nn.logsumexp(logits, axis=-1)
     logp = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0] - lse
     if not with_entropy:
@@ -30,12 +33,11 @@ def _full_vocab(h, w, tgt, temperature, with_entropy):
     return logp, lse - jnp.sum(probs * logits, axis=-1)
 
 
-def _chunked_vocab(h, w, tgt, temperature, with_entropy, vocab_chunk):
-    """Online log-sum-exp over vocab chunks: carry (max m, sum s = Σe^(l-m), t = Σe^(l-m)·l,
-    target logit); then lse = m + log s and entropy = lse - t/s."""
-    v = w.shape[1]
+def _chunked_vocab(h, w, tgt, temperature, with_entropy, vocab_chunk, v):
+    """Online log-sum-exp over vocab chunks of the first `v` columns: carry (max m, sum
+    s = Σe^(l-m), t = Σe^(l-m)·l, target logit); then lse = m + log s and entropy = lse - t/s."""
     n = -(-v // vocab_chunk)
-    wp = jnp.pad(w, ((0, 0), (0, n * vocab_chunk - v)))
+    wp = jnp.pad(w[:, :v], ((0, 0), (0, n * vocab_chunk - v)))
 
     @jax.checkpoint
     def body(carry, j):
@@ -65,15 +67,18 @@ def _chunked_vocab(h, w, tgt, temperature, with_entropy, vocab_chunk):
     return tl - lse, ent
 
 
-@functools.partial(jax.jit, static_argnames=("chunk_size", "vocab_chunk_size", "with_entropy"))
+@functools.partial(jax.jit, static_argnames=("chunk_size", "vocab_chunk_size", "with_entropy",
+                                             "valid_vocab_size"))
 def token_logprobs(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array, *,
                    chunk_size: int = 1024, vocab_chunk_size: int | None = None,
-                   temperature: float | jax.Array = 1.0, with_entropy: bool = False):
+                   temperature: float | jax.Array = 1.0, with_entropy: bool = False,
+                   valid_vocab_size: int | None = None):
     """log p(targets[b, t] | hidden[b, t]) under softmax(hidden @ head_weight / temperature).
 
     hidden [B, T, E] (final-norm hidden states, activation dtype), head_weight [E, V],
-    targets int [B, T]. Returns (logp fp32 [B, T], entropy fp32 [B, T]; zeros unless
-    `with_entropy`). Differentiable w.r.t. hidden and head_weight.
+    targets int [B, T]; the softmax covers ids < valid_vocab_size (None: all V). Returns (logp fp32
+    [B, T], entropy fp32 [B, T]; zeros unless `with_entropy`). Differentiable w.r.t. hidden and
+    head_weight.
     """
     b, t, e = hidden.shape
     c = max(1, min(chunk_size, t))
@@ -84,13 +89,14 @@ def token_logprobs(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array
     w = head_weight.astype(hidden.dtype)
     temperature = jnp.asarray(temperature, jnp.float32)
 
+    valid = min(w.shape[1], valid_vocab_size or w.shape[1])
     full_vocab = vocab_chunk_size is None or vocab_chunk_size >= w.shape[1]
 
     def one(args):
         hc, tc = args
         if full_vocab:
-            return _full_vocab(hc, w, tc, temperature, with_entropy)
-        return _chunked_vocab(hc, w, tc, temperature, with_entropy, vocab_chunk_size)
+            return _full_vocab(hc, w, tc, temperature, with_entropy, valid)
+        return _chunked_vocab(hc, w, tc, temperature, with_entropy, vocab_chunk_size, valid)
 
     if n == 1 and full_vocab:
         # One chunk holds the whole [B, T, V] block anyway: keep it for the backward instead of
@@ -105,7 +111,8 @@ def token_logprobs(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array
 
 def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | None = None, *,
                       chunk_size: int = 1024, vocab_chunk_size: int | None = None,
-                      temperature: float | jax.Array = 1.0, with_entropy: bool = False):
+                      temperature: float | jax.Array = 1.0, with_entropy: bool = False,
+                      valid_vocab_size: int | None = None):
     """Log-probs of each next token: position t scores input_ids[:, t+1]. Returns ([B, T-1] x2).
 
     Uses the model's final hidden states and LM head (`model.hidden_states`, `model.lm_head_weight`),
@@ -114,4 +121,4 @@ def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | N
     hidden, _ = model.hidden_states(input_ids, attention_mask=attention_mask)
     return token_logprobs(hidden[:, :-1], model.lm_head_weight(), input_ids[:, 1:], chunk_size=chunk_size,
                           vocab_chunk_size=vocab_chunk_size, temperature=temperature,
-                          with_entropy=with_entropy)
+                          with_entropy=with_entropy, valid_vocab_size=valid_vocab_size)

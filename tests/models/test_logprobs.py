@@ -1,5 +1,6 @@
-"""Chunked log-probs/entropy equal the naive full-logits computation (values and gradients) and use
-a bounded amount of memory (compiled memory analysis)."""
+"""Chunked log-probs/entropy equal the naive full-logits computation (values and gradients), cover
+only the tokenizer's ids when given `valid_vocab_size`, and use a bounded amount of memory (compiled
+memory analysis)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +9,7 @@ from flax import nnx
 
 from hr1_jax.models import ModelConfig, build_model
 from hr1_jax.models.logprobs import sequence_logprobs, token_logprobs
+from tests.models.numerics import reorder_tol
 
 B, T, E, V = 2, 37, 16, 300  # T and V deliberately not multiples of the chunk sizes
 
@@ -53,6 +55,47 @@ def test_matches_naive_values_and_grads(data, chunk, vchunk, temp):
     np.testing.assert_allclose(ent, ref_ent, atol=2e-5, rtol=1e-5)
     for a, b in zip(g, rg):
         np.testing.assert_allclose(a, b, atol=1e-4, rtol=1e-4)
+
+
+VALID = 257  # a tokenizer narrower than the head; not a multiple of the vocab chunk either
+
+
+def _valid_tols(h, w, temperature):
+    """(log-prob, entropy) tolerances: the kernel and the reference order their reductions
+    differently. A logit is a length-E dot whose error is bounded via sum|h_i w_i| (which also bounds
+    |logit|, `scale`); a log-prob takes two logits' errors plus logsumexp's length-VALID sum of
+    positive terms (relative error); the entropy's sum p*logit carries every such error times
+    |logit| plus its own length-VALID reordering."""
+    scale = float(jnp.max(jnp.abs(h) @ jnp.abs(w[:, :VALID]))) / temperature
+    lp_tol = 2 * reorder_tol(scale, E) + reorder_tol(1.0, VALID)
+    return lp_tol, lp_tol * (1.0 + scale) + reorder_tol(scale, VALID)
+
+
+@pytest.mark.parametrize("chunk, vchunk, temp", [(8, None, 1.0), (5, 64, 0.7)])
+def test_valid_vocab_size_is_a_softmax_over_the_valid_ids(data, chunk, vchunk, temp):
+    h, w, tg = data
+    tg = tg % VALID
+    kw = dict(chunk_size=chunk, vocab_chunk_size=vchunk, temperature=temp, with_entropy=True)
+    lp, ent = token_logprobs(h, w, tg, valid_vocab_size=VALID, **kw)
+    ref_lp, ref_ent = _naive(h, w[:, :VALID], tg, temp)
+    lp_tol, ent_tol = _valid_tols(h, w, temp)
+    np.testing.assert_allclose(lp, ref_lp, atol=lp_tol, rtol=0)
+    np.testing.assert_allclose(ent, ref_ent, atol=ent_tol, rtol=0)
+    # The padded columns' mass is far above the tolerance, so an unmasked softmax would fail above.
+    assert np.all(np.abs(np.asarray(_naive(h, w, tg, temp)[0]) - np.asarray(ref_lp)) > lp_tol)
+    # Padded columns get no gradient: training never moves rows the sampler cannot draw.
+    g = jax.grad(lambda w: token_logprobs(h, w, tg, valid_vocab_size=VALID, **kw)[0].sum())(w)
+    assert np.all(np.isfinite(g)) and not np.any(g[:, VALID:]) and np.any(g[:, :VALID])
+
+
+@pytest.mark.parametrize("vchunk", [None, 64])
+def test_valid_vocab_size_covering_the_head_changes_nothing(data, vchunk):
+    h, w, tg = data
+    kw = dict(chunk_size=8, vocab_chunk_size=vchunk, with_entropy=True)
+    unmasked = token_logprobs(h, w, tg, **kw)
+    for valid in (V, V + 7):
+        for a, b in zip(token_logprobs(h, w, tg, valid_vocab_size=valid, **kw), unmasked):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_memory_is_bounded_by_the_chunk():
