@@ -277,6 +277,9 @@ class GRPOTrainer:
              "perf/sample_s": info["sample"], "perf/rerun_s": info["rerun"],
              "perf/sample_tokens_per_s": sum(len(s.response) for s in every) / max(info["sample"], 1e-9),
              "perf/response_tokens_mean": float(np.mean([len(s.response) for s in every])) if every else 0.0}
+        m["train/lr"] = float(self.g.lr)   # grpo_optimizer is constant-lr
+        for bench in sorted({row_benchmark(s.row) for s in scored}):
+            m[f"reward/{bench}/mean"] = float(np.mean([s.reward for s in scored if row_benchmark(s.row) == bench]))
         m.update(metrics)
         self.tb.scalars(step, m)
         if scored:
@@ -295,10 +298,12 @@ class GRPOTrainer:
             t_move = self.eng.sync_sampler(self.state.params)
             while self.step < g.num_steps:
                 step = self.step + 1
+                t_step = time.monotonic()
                 samples, info = self._rollout(jax.random.fold_in(self.key, step))
                 metrics = self._update(samples, step) if any(s.valid for s in samples) else {}
                 t_move = self.eng.sync_sampler(self.state.params)
                 metrics["perf/weight_move_s"] = t_move
+                metrics["perf/step_s"] = time.monotonic() - t_step
                 m = self._log(step, samples, info, metrics)
                 history.append({"step": step, **m})
                 self.step = step
@@ -308,7 +313,7 @@ class GRPOTrainer:
                 bar.update(1)
                 bar.set_postfix(reward=f"{m['reward/mean']:+.3f}", valid=f"{m['reward/valid_patch_rate']:.2f}",
                                 kl=f"{m.get('train/ppo_kl', 0.0):.3f}")
-                log_event("grpo", "step", step=step, **{k: round(v, 5) for k, v in m.items()})
+                log_event("grpo", "step", step=step, num_steps=g.num_steps, **{k: round(v, 5) for k, v in m.items()})
         finally:
             bar.close()
             self.ckpt.close()

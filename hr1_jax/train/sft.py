@@ -18,6 +18,7 @@ from hr1_jax.train.data import sft_dataset, sft_example
 from hr1_jax.train.engine import Engineer
 from hr1_jax.train.grpo_step import jit_step, to_global
 from hr1_jax.train.sft_step import make_sft_step, sft_optimizer
+from hr1_jax.train.state import warmup_cosine
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
 from hr1_jax.utils.tensorboard import TensorBoardWriter
@@ -58,6 +59,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
               tokens=int(sum(len(e["ids"]) for e in examples)))
 
     tx = sft_optimizer(s, total)
+    lr_at = warmup_cosine(s.lr, total, s.warmup_ratio)   # the schedule inside tx, for the logs
     state, sh = eng.new_state(tx)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), max_to_keep=config.train.checkpoint.max_to_keep,
                         async_save=config.train.checkpoint.async_save)
@@ -83,7 +85,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
             real_tokens = float(np.sum(batch["attention_mask"]))
             last = {"sft/loss": m["loss"], "sft/confident_acc": m["confident_acc"], "sft/grad_norm": m["grad_norm"],
                     "sft/target_tokens": m["tokens"], "sft/tokens_per_s": real_tokens / max(dt, 1e-9),
-                    "sft/step_s": dt}
+                    "sft/step_s": dt, "sft/lr": float(lr_at(step))}
             if (step + 1) % s.log_every == 0 or step + 1 == total:
                 tb.scalars(step + 1, last)
             bar.update(1)
