@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: .venv with the package (+ extras), system services the
 # benchmarks need (MariaDB from Debian when missing), and the shipped data unpacked.
-# Usage: bash launch/setup.sh [EXTRAS]   (EXTRAS default "test,alfworld,eval")
+# Usage: [DEVICE=cpu|tpu|cuda] bash launch/setup.sh [EXTRAS]
+#   DEVICE=cpu (default): EXTRAS default "test,alfworld,eval", the CPU jaxlib.
+#   DEVICE=tpu / cuda: the matching accelerator extra (jax's TPU / CUDA 12 runtime) is added;
+#   EXTRAS default "alfworld,eval": `test` (torch, several GB on an accelerator host) only when named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${1:-test,alfworld,eval}"
+DEVICE="${DEVICE:-cpu}"
+case "$DEVICE" in
+  cpu) EXTRAS="${1:-test,alfworld,eval}" ;;
+  tpu|cuda) EXTRAS="${1:-alfworld,eval},$DEVICE" ;;
+  *) echo "[setup] ERROR: DEVICE must be cpu, tpu or cuda (got '$DEVICE')" >&2; exit 2 ;;
+esac
 PY="${PYTHON:-python3}"
 
 if [ ! -x .venv/bin/python ]; then
