@@ -136,11 +136,12 @@ class GRPOTrainer:
                                    tis_cap=self.g.tis_cap, kl_coef=self.g.kl_coef,
                                    kl_estimator=self.g.kl_estimator, entropy_coef=self.g.entropy_coef,
                                    agg_mode=self.g.agg_mode)
-        chunk = config.train.logprob_chunk_size
+        # Score under the sampler's policy: its temperature, softmax over the tokenizer's ids only.
+        lp_kw = dict(chunk_size=config.train.logprob_chunk_size, temperature=self.g.temperature,
+                     valid_vocab_size=tok.vocab_size)
         self.step_fn = jit_step(make_grpo_step(self.eng.graphdef, self.eng.rest, self.tx, self.loss_cfg,
-                                               with_entropy=True, chunk_size=chunk,
-                                               temperature=self.g.temperature), sh, self.eng.mesh)
-        self.logp_fn = logprobs_fn(self.eng.graphdef, self.eng.rest, chunk_size=chunk, temperature=self.g.temperature)
+                                               with_entropy=True, **lp_kw), sh, self.eng.mesh)
+        self.logp_fn = logprobs_fn(self.eng.graphdef, self.eng.rest, **lp_kw)
         self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
                                  max_to_keep=config.train.checkpoint.max_to_keep,
                                  async_save=config.train.checkpoint.async_save)

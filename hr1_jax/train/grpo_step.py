@@ -24,12 +24,14 @@ from hr1_jax.train.state import TrainState, global_norm, make_optimizer
 
 
 def response_logprobs(graphdef, params, rest, input_ids, attention_mask, *, with_entropy: bool = False,
-                      chunk_size: int = 1024, temperature: float = 1.0):
+                      chunk_size: int = 1024, temperature: float = 1.0, valid_vocab_size: int | None = None):
     """fp32 log-probs of `input_ids[:, 1:]` (chunked: full logits never materialise) and, optionally,
-    per-token entropy, under the temperature-scaled policy the sampler drew from."""
+    per-token entropy, under the temperature-scaled policy the sampler drew from: a softmax over the
+    tokenizer's `valid_vocab_size` ids, as the sampler masks padded vocabulary rows."""
     model = nnx.merge(graphdef, params, rest)
     return sequence_logprobs(model, input_ids, attention_mask, chunk_size=chunk_size,
-                             temperature=temperature, with_entropy=with_entropy)
+                             temperature=temperature, with_entropy=with_entropy,
+                             valid_vocab_size=valid_vocab_size)
 
 
 def _sum_trees(a, b):
@@ -37,13 +39,13 @@ def _sum_trees(a, b):
 
 
 def make_grpo_step(graphdef, rest, tx, loss_cfg: LossConfig, *, with_entropy: bool = False,
-                   chunk_size: int = 1024, temperature: float = 1.0):
+                   chunk_size: int = 1024, temperature: float = 1.0, valid_vocab_size: int | None = None):
     """A pure `step(state, batch) -> (state, metrics)` (jit it with `jit_step`)."""
 
     def micro_loss(params, mb, den):
         logp, entropy = response_logprobs(graphdef, params, rest, mb["input_ids"], mb["attention_mask"],
                                           with_entropy=with_entropy, chunk_size=chunk_size,
-                                          temperature=temperature)
+                                          temperature=temperature, valid_vocab_size=valid_vocab_size)
         entropy = entropy if with_entropy else None
         num, _, metrics = policy_loss(logp, mb["old_logp"], mb["advantages"], mb["loss_mask"], loss_cfg,
                                       sampler_logp=mb.get("sampler_logp"), ref_logp=mb.get("ref_logp"),
@@ -104,13 +106,15 @@ def grpo_optimizer(g):
     return make_optimizer(g.lr, weight_decay=g.weight_decay, b1=0.9, b2=g.beta2, grad_clip=g.grad_clip)
 
 
-def logprobs_fn(graphdef, rest, *, chunk_size: int = 1024, temperature: float = 1.0):
+def logprobs_fn(graphdef, rest, *, chunk_size: int = 1024, temperature: float = 1.0,
+                valid_vocab_size: int | None = None):
     """Jitted log-probs for a [B, L] batch: the trainer's pre-update anchor, or a frozen reference."""
 
     @jax.jit
     def fn(params, input_ids, attention_mask):
         logp, _ = response_logprobs(graphdef, params, rest, input_ids, attention_mask,
-                                    chunk_size=chunk_size, temperature=temperature)
+                                    chunk_size=chunk_size, temperature=temperature,
+                                    valid_vocab_size=valid_vocab_size)
         return logp
 
     return fn

@@ -68,8 +68,8 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
     if restored is not None:
         state, meta = restored
         data_iter.set_state(meta["data_state"])
-    step_fn = jit_step(make_sft_step(eng.graphdef, eng.rest, tx, chunk_size=config.train.logprob_chunk_size),
-                       sh, eng.mesh)
+    step_fn = jit_step(make_sft_step(eng.graphdef, eng.rest, tx, chunk_size=config.train.logprob_chunk_size,
+                                     valid_vocab_size=tok.vocab_size), sh, eng.mesh)
     tb = TensorBoardWriter(tb_dir or os.path.join(workdir, "tensorboard"))
     start = int(state.step)
     bar = progress(total=total, initial=start, desc="sft", unit="step")

@@ -15,10 +15,13 @@ from hr1_jax.train.grpo_step import response_logprobs
 from hr1_jax.train.state import TrainState, global_norm, make_optimizer, warmup_cosine
 
 
-def make_sft_step(graphdef, rest, tx, *, chunk_size: int = 1024):
+def make_sft_step(graphdef, rest, tx, *, chunk_size: int = 1024, valid_vocab_size: int | None = None):
+    """`step(state, batch) -> (state, metrics)`; the softmax covers the tokenizer's `valid_vocab_size`
+    ids only (the sampler never draws padded vocabulary rows, so training gives them no mass)."""
+
     def micro_loss(params, mb, den):
         logp, _ = response_logprobs(graphdef, params, rest, mb["input_ids"], mb["attention_mask"],
-                                    chunk_size=chunk_size)
+                                    chunk_size=chunk_size, valid_vocab_size=valid_vocab_size)
         mask = mb["loss_mask"].astype(jnp.float32)
         nll = -(logp * mask).sum()
         correct = ((logp > jnp.log(0.5)) * mask).sum()   # argmax for sure when p > 0.5
