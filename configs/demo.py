@@ -16,7 +16,8 @@ from hr1_jax.config import base_config
 def get_config():
     c = base_config()
     c.seed = 0
-    # engineer: tiny Qwen3-style decoder; vocab follows the trained tokenizer
+    # engineer: tiny Qwen3-style decoder; 1024 rows, grown to the trained tokenizer's size if that is
+    # larger (a smaller SentencePiece leaves padded rows, masked out of sampling and log-probs)
     c.model.family = "qwen3"
     c.model.vocab_size = 1024
     c.model.hidden_size = 128
