@@ -8,18 +8,22 @@
 #   e.g. bash launch/tpu_pod.sh hr1-v5p-64 us-east5-a grpo configs/qwen3_5_9b_grpo_tpu_v5p.py \
 #        /mnt/shared/runs/grpo --config.train.init_checkpoint=/mnt/shared/runs/sft/final_params
 # Env: PROJECT (gcloud project, optional), REPO_DIR (checkout path on the workers, default ~/hr1-jax),
-#      SETUP=1 to run launch/setup.sh on every worker first.
+#      SETUP=1 to run `DEVICE=tpu launch/setup.sh` on every worker first, HR1_BIN (the program each
+#      worker runs, default .venv/bin/hr1).
+# Each worker's output goes to WORKDIR/logs/rank<worker>.log; the exit status is nonzero when any
+# worker fails (gcloud returns a failed worker's status).
 set -euo pipefail
 if [ $# -lt 5 ]; then
-  sed -n '2,12p' "$0"; exit 2
+  sed -n '2,14p' "$0"; exit 2
 fi
 TPU_NAME=$1; ZONE=$2; STAGE=$3; CONFIG=$4; WORKDIR=$5; shift 5
-REPO_DIR="${REPO_DIR:-~/hr1-jax}"
-EXTRA=$(printf ' %q' "$@")
+REPO_DIR="${REPO_DIR:-~/hr1-jax}"   # unquoted in the remote command: ~ expands on the worker
 PROJECT_FLAG=()
 [ -n "${PROJECT:-}" ] && PROJECT_FLAG=(--project "$PROJECT")
+# The worker's index in the slice, from its metadata server (what jax itself reads).
+WORKER_ID='$(curl -sf -m 10 -H Metadata-Flavor:Google http://metadata.google.internal/computeMetadata/v1/instance/attributes/agent-worker-number || hostname)'
+RUN=$(printf ' %q' "${HR1_BIN:-.venv/bin/hr1}" "$STAGE" --config="$CONFIG" --workdir="$WORKDIR" "$@")
 REMOTE="cd $REPO_DIR"
-[ "${SETUP:-0}" = "1" ] && REMOTE="$REMOTE && bash launch/setup.sh test"
-# Same command everywhere; logs per worker go to WORKDIR/logs/<hostname>.log.
-REMOTE="$REMOTE && mkdir -p $WORKDIR/logs && HR1_PROGRESS=1 .venv/bin/hr1 $STAGE --config=$CONFIG --workdir=$WORKDIR$EXTRA 2>&1 | tee $WORKDIR/logs/\$(hostname).log"
+[ "${SETUP:-0}" = "1" ] && REMOTE="$REMOTE && DEVICE=tpu bash launch/setup.sh"
+REMOTE="$REMOTE && HR1_RANK=$WORKER_ID HR1_PROGRESS=1 bash launch/run_rank.sh $(printf %q "$WORKDIR/logs")$RUN"
 exec gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone "$ZONE" "${PROJECT_FLAG[@]}" --worker=all --command "$REMOTE"
