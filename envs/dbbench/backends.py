@@ -54,6 +54,7 @@ import pymysql
 
 SQL_MODE = "ONLY_FULL_GROUP_BY,NO_ENGINE_SUBSTITUTION"
 STATEMENT_TIMEOUT_S = 60
+PUBLIC_DATABASE_NAME = "dbbench"   # what the agent sees instead of the per-episode database name
 
 
 @dataclasses.dataclass
@@ -227,7 +228,7 @@ class MariaDBBackend:
             with self.conn.cursor() as cur:
                 cur.execute(sql)
                 has_rs = cur.description is not None
-                rows = list(cur.fetchall()) if has_rs else []
+                rows = [self._public_row(r) for r in cur.fetchall()] if has_rs else []
             self.conn.commit()
             return ExecResult(rows=rows, has_result_set=has_rs)
         except (pymysql.err.Error, OSError) as e:
@@ -239,7 +240,15 @@ class MariaDBBackend:
                 raise DBUnavailable(f"MariaDB at {self.address}: connection lost running SQL: {e}") from e
             code = error_code(e)
             message = str(e.args[1]) if len(e.args) > 1 else str(e)
-            return ExecResult(rows=None, error=mysql_error_text(code, message), error_code=code)
+            return ExecResult(rows=None, error=mysql_error_text(code, self._public(message)), error_code=code)
+
+    def _public(self, text: str) -> str:
+        """The episode's database under one fixed name: its random name would otherwise reach the
+        agent (error texts, `SELECT DATABASE()`) and make two runs of a task differ."""
+        return text.replace(self.database, PUBLIC_DATABASE_NAME) if self.database and isinstance(text, str) else text
+
+    def _public_row(self, row: tuple) -> tuple:
+        return tuple(self._public(v) if isinstance(v, str) else v for v in row)
 
     def _rollback(self) -> None:
         with self._lost_is_infra("rolling back a failed statement"):
