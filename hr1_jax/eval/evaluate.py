@@ -29,6 +29,9 @@ from hr1_jax.rollout.reward import (EVAL_FAILED, OK, RewardContext, prepare_patc
                                    target_tokens)
 from hr1_jax.utils.jsonsafe import safe_str
 from hr1_jax.utils.logging import log_event
+from hr1_jax.utils.progress import map_in_chunks, progress
+
+PROPOSE_CHUNK = 16   # rows per engineer call: engineer_responses decodes 16 at a time
 
 
 @dataclasses.dataclass
@@ -64,7 +67,11 @@ def evaluate_method(name: str, batches: list[Batch], proposals: dict[tuple, Prop
     t0 = time.monotonic()
     method = MethodResult(name=name, description=description)
     todo = [(b, proposals[(b.benchmark, b.seed, b.name)]) for b in batches if b.row is not None]
-    results = score_group([b.row for b, _ in todo], [p.text for _, p in todo], ctx) if todo else []
+    # Chunks of twice the reruns score_group runs at once: the pool stays busy and the bar moves.
+    results = []
+    if todo:
+        results = map_in_chunks(lambda part: score_group([b.row for b, _ in part], [p.text for _, p in part], ctx),
+                                todo, chunk=8 * ctx.pool.num_workers, desc=f"eval {name}", unit="batch")
     by_batch = {(b.benchmark, b.seed, b.name): (p, r) for (b, p), r in zip(todo, results)}
     episodes_run = 0
     for b in batches:
@@ -113,7 +120,7 @@ def best_of_n(batches: list[Batch], ctx: RewardContext, n: int, *, temperature: 
     if target.get("kind") == "openai":
         target["temperature"] = temperature  # distinct attempts need sampling
     episodes_run, tokens = 0, 0
-    for b in batches:
+    for b in progress(batches, desc=f"eval best-of-{n}", unit="batch"):
         ids = [int(ep["task_id"]) for ep in b.episodes]
         best = {ep["task_id"]: float(ep["reward"]) for ep in b.episodes}
         failed = False
@@ -149,7 +156,8 @@ def propose(engineer, batches: list[Batch], *, saved_dir: str = "", save_dir: st
             with open(path) as f:
                 out[(b.benchmark, b.seed, b.name)] = Proposal(f.read())
         return out
-    proposals = engineer.propose([b.row for b in with_rows]) if with_rows else []
+    proposals = map_in_chunks(engineer.propose, [b.row for b in with_rows], chunk=PROPOSE_CHUNK,
+                              desc=f"propose {engineer.name}", unit="row")
     out = {(b.benchmark, b.seed, b.name): p for b, p in zip(with_rows, proposals)}
     if save_dir:
         for b, p in zip(with_rows, proposals):
@@ -203,7 +211,7 @@ def heldout_transfer(name: str, engineer, batches_by_bench: dict[str, list[Batch
     config = ctx.config
     method = MethodResult(name=name, description=f"held-out transfer, {evidence_k} evidence failures")
     tau = float(config.rollout.reward_threshold)
-    for bench, batches in sorted(batches_by_bench.items()):
+    for bench, batches in progress(sorted(batches_by_bench.items()), desc=f"eval {name}", unit="benchmark"):
         evidence = sample_evidence(batches, evidence_k, evidence_seed, tau)
         if not evidence:
             continue

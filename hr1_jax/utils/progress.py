@@ -1,7 +1,8 @@
 """Progress for long work, on stderr.
 
 On a terminal: a tqdm bar. Without one (a log file, CI, a pipe): a plain line at every 10% of the
-total and at least every `HR1_PROGRESS_EVERY_S` seconds (default 30), so a log shows the work moving.
+total and at least every `HR1_PROGRESS_EVERY_S` seconds (default 30), so a log shows the work moving;
+work done within 2 s prints nothing.
 `HR1_PROGRESS=1` forces bars (e.g. into log files), `HR1_PROGRESS=0` turns progress output off.
 """
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -28,16 +29,17 @@ def _mode() -> str:
 
 class PlainProgress:
     """The part of tqdm's interface the stages use (iterate, update, set_postfix, close), printing
-    a plain line at every 1/`splits` of the total and when `every_s` seconds have passed."""
+    a plain line at every 1/`splits` of the total and when `every_s` seconds have passed, none
+    before `quiet_s` (fast work stays quiet)."""
 
     def __init__(self, iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
                  unit: str = "it", initial: int = 0, every_s: float = 30.0, splits: int = 10,
-                 clock=time.monotonic, stream=None):
+                 quiet_s: float = 2.0, clock=time.monotonic, stream=None):
         if total is None and hasattr(iterable, "__len__"):
             total = len(iterable)
         self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
         self.n = self._start_n = self._shown_n = initial
-        self._every_s, self._splits, self._clock = every_s, splits, clock
+        self._every_s, self._splits, self._quiet_s, self._clock = every_s, splits, quiet_s, clock
         self._stream = stream
         self._t0 = self._shown_t = clock()
         self._shown_step = self._fraction_step()
@@ -63,6 +65,8 @@ class PlainProgress:
         self._show_pending()
         self.n += n
         now = self._clock()
+        if now - self._t0 < self._quiet_s:
+            return
         if self._fraction_step() > self._shown_step or now - self._shown_t >= self._every_s:
             if self._uses_postfix:
                 self._pending = True
@@ -77,8 +81,9 @@ class PlainProgress:
 
     def close(self) -> None:
         self._show_pending()
-        if self.n != self._shown_n:   # the last line shows where it ended
-            self._show(self._clock())
+        now = self._clock()
+        if self.n != self._shown_n and now - self._t0 >= self._quiet_s:   # the last line: where it ended
+            self._show(now)
 
     def _show_pending(self) -> None:
         if self._pending:
@@ -113,3 +118,16 @@ def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, d
                              every_s=every_s)
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
                 disable=mode == "off", dynamic_ncols=True, **kwargs)
+
+
+def map_in_chunks(fn: Callable[[list], list], items: Sequence, *, chunk: int, desc: str, unit: str = "it") -> list:
+    """`fn` (a list -> a list of the same length) over consecutive chunks of `items`, with progress:
+    for work done in one call (e.g. a parallel rerun of many patches) that has no progress of its own."""
+    out: list = []
+    chunk = max(1, chunk)
+    with progress(total=len(items), desc=desc, unit=unit) as bar:
+        for start in range(0, len(items), chunk):
+            part = fn(list(items[start:start + chunk]))
+            out += part
+            bar.update(len(part))
+    return out

@@ -4,7 +4,7 @@ import json
 import re
 
 from hr1_jax.utils.logging import format_human, log_event
-from hr1_jax.utils.progress import PlainProgress, progress
+from hr1_jax.utils.progress import PlainProgress, map_in_chunks, progress
 
 GRPO_STEP = {"reward/mean": 0.12345, "reward/valid_patch_rate": 0.75, "train/loss": 0.000123, "train/lr": 1e-4,
              "perf/step_s": 1.26, "perf/sample_tokens_per_s": 5188.3, "train/clipfrac_high": 0.0}
@@ -75,3 +75,25 @@ def test_progress_without_a_terminal_is_plain_lines_and_off_when_asked(monkeypat
     assert isinstance(progress(total=3, desc="x"), PlainProgress)
     monkeypatch.setenv("HR1_PROGRESS", "0")
     assert progress(total=3, desc="x").disable
+
+
+def test_fast_work_prints_nothing():
+    out, clock = io.StringIO(), FakeClock()
+    bar = PlainProgress(total=10, desc="rows", clock=clock, stream=out)
+    for _ in range(10):
+        clock.t += 0.01
+        bar.update(1)
+    bar.close()
+    assert out.getvalue() == ""
+
+
+def test_map_in_chunks_keeps_order_and_calls_per_chunk(monkeypatch):
+    monkeypatch.setenv("HR1_PROGRESS", "0")
+    calls = []
+
+    def double(part):
+        calls.append(len(part))
+        return [2 * x for x in part]
+
+    assert map_in_chunks(double, list(range(7)), chunk=3, desc="x") == [0, 2, 4, 6, 8, 10, 12]
+    assert calls == [3, 3, 1]

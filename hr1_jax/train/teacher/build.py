@@ -11,6 +11,7 @@ from hr1_jax.rollout.reward import OK, RewardContext, score_group
 from hr1_jax.train.teacher.endpoint import EndpointTeacher
 from hr1_jax.train.teacher.template import TemplateTeacher
 from hr1_jax.utils.logging import log_event
+from hr1_jax.utils.progress import map_in_chunks, progress
 
 
 def make_teacher(section):
@@ -26,12 +27,15 @@ def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: 
                    ) -> tuple[list[dict], dict]:
     """Returns (SFT rows, stats). Each SFT row: {"messages": prompt + assistant, "metadata": {...}}."""
     flat_rows, flat_texts, owners = [], [], []
-    for i, row in enumerate(rows):
+    for i, row in enumerate(progress(rows, desc="teacher: write candidates", unit="row")):
         for label, text in teacher.responses(row):
             flat_rows.append(row)
             flat_texts.append(text)
             owners.append((i, label))
-    results = score_group(flat_rows, flat_texts, ctx) if flat_rows else []
+    # Chunks of twice the reruns score_group runs at once: the pool stays busy and the bar moves.
+    results = map_in_chunks(lambda part: score_group([r for r, _ in part], [t for _, t in part], ctx),
+                            list(zip(flat_rows, flat_texts)), chunk=8 * ctx.pool.num_workers,
+                            desc="teacher: rerun candidates", unit="patch") if flat_rows else []
     best: dict[int, tuple[float, str, str, object]] = {}
     stats = {"rows": len(rows), "candidates": len(flat_rows), "invalid": 0, "eval_failed": 0,
              "negative": 0, "kept": 0}
