@@ -1,4 +1,5 @@
-"""grain pipelines for training: RL prompt groups, bucketed SFT batches, the GRPO rollout buffer.
+"""grain pipelines for training: RL prompt groups, bucketed SFT batches, the GRPO rollout buffer;
+and `render_prompt`, the one prompt renderer of SFT, GRPO and eval.
 
 All three are `grain.MapDataset`s (deterministic, random access) turned into iterators whose
 `get_state()` is a small JSON-able dict, stored in every checkpoint so a resumed run sees exactly
@@ -13,7 +14,10 @@ from typing import Callable, Sequence
 import grain
 import numpy as np
 
-from hr1_jax.models.tokenizer import IM_END, Tokenizer, format_chat
+from hr1_jax.models.tokenizer import IM_END, IM_START, THINK_OPEN, Tokenizer
+
+ASSISTANT_OPEN = f"{IM_START}assistant\n"
+PREFILL = f"{THINK_OPEN}\n"     # the prefill protocol: the engineer continues an opened think block
 
 
 def row_benchmark(row: dict) -> str:
@@ -57,17 +61,36 @@ def rl_group_dataset(rows: Sequence[dict], group_size: int, seed: int) -> grain.
             .map(lambda g: [rows[i] for i in g]))
 
 
+# ------------------------------------------------------------------------------------------ prompts
+
+def render_prompt(tokenizer: Tokenizer, messages: Sequence[dict]) -> list[int]:
+    """Prompt token ids for SFT, GRPO and eval alike, so the engineer is trained on exactly the
+    tokens it is sampled on: the tokenizer's chat template (`format_chat` when it has none) with the
+    assistant turn opened and `<think>\\n` pre-filled.
+
+    Qwen3.5's template (and `format_chat`) open the think block themselves; Qwen3's leaves it to the
+    model, so it is appended here. Any other opening of the assistant turn is an error.
+    """
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, enable_thinking=True)
+    head, opened, rest = text.rpartition(ASSISTANT_OPEN)
+    if not opened or rest not in ("", PREFILL):
+        raise ValueError(f"chat template of {tokenizer.source} ends the prompt with {text[-60:]!r}; the prefill "
+                         f"protocol needs it to end with {ASSISTANT_OPEN!r}, optionally followed by {PREFILL!r}")
+    return tokenizer.encode(head + ASSISTANT_OPEN + PREFILL)
+
+
 # --------------------------------------------------------------------------------------- SFT rows
 
 def sft_example(messages: Sequence[dict], tokenizer: Tokenizer) -> dict:
     """Token ids of prompt + assistant continuation, and which targets are trained on.
 
-    The prompt is the chat template up to and including the pre-filled `<think>\\n`; the
-    continuation is the assistant text (reasoning, `</think>`, the patch) plus `<|im_end|>`.
+    The prompt is `render_prompt` of the messages before the assistant's (ending in the pre-filled
+    `<think>\\n`); the continuation is the assistant text (reasoning, `</think>`, the patch) plus
+    `<|im_end|>`.
     """
     if len(messages) < 2 or messages[-1].get("role") != "assistant":
         raise ValueError("SFT row needs [system?, user, assistant] messages ending with the assistant")
-    prompt = tokenizer.encode(format_chat(messages[:-1], add_generation_prompt=True, enable_thinking=True))
+    prompt = render_prompt(tokenizer, messages[:-1])
     target = messages[-1]["content"]
     if target.lstrip().startswith("<think>"):
         raise ValueError("assistant content must not reopen <think> (prefill protocol)")

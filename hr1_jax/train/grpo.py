@@ -23,7 +23,7 @@ from hr1_jax.data.rows import read_jsonl
 from hr1_jax.models.flops import flops_per_token
 from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
-from hr1_jax.train.data import buffer_dataset, rl_group_dataset, row_benchmark
+from hr1_jax.train.data import buffer_dataset, render_prompt, rl_group_dataset, row_benchmark
 from hr1_jax.train.engine import Engineer
 from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step, to_global
 from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
@@ -50,9 +50,8 @@ class Sample:
 
 
 def prompt_ids(tokenizer, row: dict) -> list[int]:
-    """Chat template with the assistant turn opened by `<think>\\n` (prefill protocol)."""
-    return list(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True,
-                                              enable_thinking=True, tokenize=True))
+    """An RL row's prompt tokens, rendered exactly as SFT renders its rows (`render_prompt`)."""
+    return render_prompt(tokenizer, row["prompt"])
 
 
 def _bucket(n: int) -> int:
