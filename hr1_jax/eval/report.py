@@ -1,10 +1,14 @@
 """Reports people can read: `report.md` and a self-contained `report.html` (plots inlined as PNG).
 
-Tables: the main table in the reference's format (ALFWorld all, WebShop score/success, DBBench
-success, average), per-benchmark paired deltas with bootstrap intervals (not-significant gains
-marked), rescued/regressed counts, costs; then one readable view per patch: its think text, its
-hooks as highlighted code, how often each hook fired with which effect, and the tasks it rescued or
-broke.
+Provenance first (commit, config hash, date, target, engineer, data sources). Tables: the main
+table in the reference's format (ALFWorld all, WebShop score/success, DBBench success, average)
+with the number of tasks in every cell, per-benchmark paired deltas with bootstrap intervals
+(not-significant gains marked), rescued/regressed counts, costs; then one readable view per patch:
+its think text, its hooks as highlighted code, how often each hook fired with which effect, and
+the tasks it rescued or broke. The same deltas go to TensorBoard as scalars.
+
+Footnote marks, one meaning each: † an upper reference (it peeks at the outcome), ‡ the WebShop
+substitute environment.
 """
 from __future__ import annotations
 
@@ -13,16 +17,20 @@ import html
 import io
 import keyword
 import os
+import re
 import tokenize
 from collections import defaultdict
 
 import numpy as np
 
+from hr1_jax.eval import provenance as prov
 from hr1_jax.eval.results import BENCHMARK_LABELS, EvalResult, MethodResult
 from hr1_jax.eval.stats import summarize_pairs
 from hr1_jax.utils.jsonsafe import write_json
+from hr1_jax.utils.tensorboard import TensorBoardWriter
 
 BENCH_ORDER = ("alfworld", "webshop", "dbbench")
+UPPER_MARK, SUBSTITUTE_MARK = "†", "‡"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -35,8 +43,13 @@ def _by_benchmark(method: MethodResult) -> dict[str, list]:
     return groups
 
 
+def display_name(method: MethodResult) -> str:
+    return method.name + (f" {UPPER_MARK}" if method.upper_reference else "")
+
+
 def main_table_rows(result: EvalResult) -> list[dict]:
-    """Rows of the main table: the shared no-patch baseline first, then each method (patched)."""
+    """Rows of the main table: the shared no-patch baseline first, then each method (patched);
+    `<benchmark>_n` is the number of tasks behind the benchmark's cells."""
     def row(name, groups, which):
         cells = {}
         for bench in BENCH_ORDER:
@@ -45,17 +58,19 @@ def main_table_rows(result: EvalResult) -> list[dict]:
                 continue
             rewards = np.array([getattr(p, which) for p in pairs])
             cells[f"{bench}_success"] = 100.0 * float(np.mean(rewards >= result.threshold))
+            cells[f"{bench}_n"] = len(pairs)
             if bench == "webshop":
                 cells["webshop_score"] = 100.0 * float(np.mean(rewards))
         parts = [cells[k] for k in ("alfworld_success", "webshop_success", "dbbench_success") if k in cells]
         cells["average"] = float(np.mean(parts)) if parts else float("nan")
+        cells["average_n"] = sum(cells.get(f"{b}_n", 0) for b in BENCH_ORDER)
         return {"method": name, **cells}
 
     rows = []
     if result.methods:
         rows.append(row("No patch (baseline)", _by_benchmark(result.methods[0]), "baseline_reward"))
     for m in result.methods:
-        rows.append(row(m.name + (" †" if m.upper_reference else ""), _by_benchmark(m), "patched_reward"))
+        rows.append(row(display_name(m), _by_benchmark(m), "patched_reward"))
     return rows
 
 
@@ -68,7 +83,7 @@ def delta_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> list
                                 clusters=[p.task_id for p in pairs])
             base_pass = np.mean([p.baseline_reward >= result.threshold for p in pairs])
             patched_pass = np.mean([p.patched_reward >= result.threshold for p in pairs])
-            rows.append({"method": m.name, "benchmark": bench, **s.to_dict(),
+            rows.append({"method": display_name(m), "benchmark": bench, **s.to_dict(),
                          "delta_pass_rate": float(patched_pass - base_pass),
                          "seeds": len({p.seed for p in pairs})})
     return rows
@@ -85,13 +100,20 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plot_deltas(deltas: list[dict]) -> str:
+def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_deltas(deltas: list[dict]) -> str:
+    """Grouped bars per benchmark with their 95% intervals; the legend sits above the axes so it
+    never covers a bar or an error bar."""
+    plt = _pyplot()
     methods = list(dict.fromkeys(d["method"] for d in deltas))
     benches = [b for b in BENCH_ORDER if any(d["benchmark"] == b for d in deltas)]
-    fig, ax = plt.subplots(figsize=(1.8 + 2.2 * len(benches), 3.4))
+    fig, ax = plt.subplots(figsize=(min(10.0, 2.0 + 2.6 * len(benches)), 3.6))
     width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         xs, ys, lo, hi = [], [], [], []
@@ -103,26 +125,29 @@ def plot_deltas(deltas: list[dict]) -> str:
             ys.append(100 * d["mean_delta"])
             lo.append(100 * (d["mean_delta"] - d["ci_low"]))
             hi.append(100 * (d["ci_high"] - d["mean_delta"]))
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=m)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=m, error_kw={"lw": 1})
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(benches)), [BENCHMARK_LABELS[b] for b in benches])
-    ax.set_ylabel("mean reward delta (pp), 95% CI")
-    ax.legend(fontsize=7)
+    ax.set_xticks(range(len(benches)), [BENCHMARK_LABELS[b] for b in benches], fontsize=9)
+    ax.set_ylabel("mean reward delta (pp), 95% CI", fontsize=9)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2 if len(methods) > 3 else 1,
+              fontsize=8, frameon=False)
     return _png(fig)
 
 
 def plot_rescued_regressed(deltas: list[dict]) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    labels = [f"{d['method']}\n{d['benchmark']}" for d in deltas]
-    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(labels)), 3.4))
-    xs = np.arange(len(labels))
-    ax.bar(xs - 0.2, [d["rescued"] for d in deltas], 0.4, label="rescued", color="#2a9d8f")
-    ax.bar(xs + 0.2, [d["regressed"] for d in deltas], 0.4, label="regressed", color="#e76f51")
-    ax.set_xticks(xs, labels, fontsize=6, rotation=30, ha="right")
-    ax.set_ylabel("tasks")
-    ax.legend(fontsize=7)
+    """One horizontal row per (method, benchmark): tasks rescued to the right, broken to the left,
+    labels horizontal at a readable size."""
+    plt = _pyplot()
+    labels = [f"{d['method']} · {BENCHMARK_LABELS[d['benchmark']]}" for d in deltas]
+    fig, ax = plt.subplots(figsize=(5.5, 0.9 + 0.3 * len(labels)))
+    ys = np.arange(len(labels))[::-1]
+    ax.barh(ys, [d["rescued"] for d in deltas], 0.7, label="rescued (failed → passed)", color="#2a9d8f")
+    ax.barh(ys, [-d["regressed"] for d in deltas], 0.7, label="regressed (passed → failed)", color="#e76f51")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(ys, labels, fontsize=9)
+    ax.set_xlabel("tasks", fontsize=9)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{abs(v):.0f}"))   # counts, both sides
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, fontsize=8, frameon=False)
     return _png(fig)
 
 
@@ -163,9 +188,11 @@ def _fmt(x, nd=1):
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
 
 
-MAIN_COLUMNS = [("alfworld_success", "ALFWorld (all)"), ("webshop_score", "WebShop score†"),
-                ("webshop_success", "WebShop success†"), ("dbbench_success", "DBBench success"),
-                ("average", "Avg")]
+# (key, header, the key of the cell's task count)
+MAIN_COLUMNS = [("alfworld_success", "ALFWorld (all)", "alfworld_n"),
+                ("webshop_score", f"WebShop score{SUBSTITUTE_MARK}", "webshop_n"),
+                ("webshop_success", f"WebShop success{SUBSTITUTE_MARK}", "webshop_n"),
+                ("dbbench_success", "DBBench success", "dbbench_n"), ("average", "Avg", "average_n")]
 
 
 def _delta_cell(d) -> str:
@@ -173,15 +200,40 @@ def _delta_cell(d) -> str:
     return (f"{100 * d['mean_delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]{sig}")
 
 
-def render_markdown(result: EvalResult, main_rows, deltas) -> str:
-    lines = [f"# {result.title}", ""]
-    lines += [f"- {n}" for n in result.notes] + [""]
-    lines += ["## Main table (success %, WebShop score = mean reward × 100)", "",
-              "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
-              "|---" * (len(MAIN_COLUMNS) + 1) + "|"]
+def footnotes(result: EvalResult, main_rows) -> list[str]:
+    """One line per mark used, plus a warning when rows stand on fewer tasks than the baseline."""
+    notes = [f"{UPPER_MARK} upper reference, not a patch method: {m.description or 'it peeks at the outcome'}."
+             for m in result.methods if m.upper_reference][:1]
+    if any(r.get("webshop_n") for r in main_rows):
+        notes.append(f"{SUBSTITUTE_MARK} WebShop is the project's self-contained substitute environment "
+                     "(synthetic catalog, real instructions), not the original WebShop.")
+    base = main_rows[0] if main_rows else {}
+    fewer = [r["method"] for r in main_rows[1:]
+             if any(0 < r.get(f"{b}_n", 0) < base.get(f"{b}_n", 0) for b in BENCH_ORDER)]
+    if fewer:
+        notes.append(f"n = tasks behind each cell. Fewer tasks than the baseline row: {', '.join(fewer)} "
+                     "(held-out transfer leaves its evidence tasks out); compare these rows through their "
+                     "paired deltas, which use the same tasks on both sides.")
+    return notes
+
+
+def _provenance_lines(p: dict) -> list[tuple[str, str]]:
+    lines = [("commit", p["commit"]), ("config", p["config"]), ("date", p["date"]), ("target", p["target"])]
+    if p.get("engineer"):
+        lines.append(("engineer", p["engineer"]))
+    lines += [("data", source) for source in p["data"].values()]
+    return lines
+
+
+def markdown_tables(result: EvalResult, main_rows, deltas) -> list[str]:
+    """The main, delta and cost tables with their footnotes (also TensorBoard's text summary)."""
+    lines = ["## Main table (success %, WebShop score = mean reward × 100; (n) = tasks)", "",
+             "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
+             "|---" * (len(MAIN_COLUMNS) + 1) + "|"]
     for r in main_rows:
-        lines.append(f"| {r['method']} | " + " | ".join(_fmt(r.get(k)) for k, _ in MAIN_COLUMNS) + " |")
-    lines += ["", "† WebShop is the project's self-contained substitute environment, not the original.", ""]
+        lines.append(f"| {r['method']} | " + " | ".join(
+            f"{_fmt(r.get(k))} ({r[n]})" if r.get(n) else "–" for k, _, n in MAIN_COLUMNS) + " |")
+    lines += [""] + footnotes(result, main_rows) + [""]
     lines += ["## Paired deltas per benchmark (pp, 95% paired bootstrap CI; n.s. = interval crosses 0)", "",
               "| Method | Benchmark | n | Δ reward [CI] | Δ pass rate | rescued | regressed | seeds |",
               "|---|---|---|---|---|---|---|---|"]
@@ -193,9 +245,17 @@ def render_markdown(result: EvalResult, main_rows, deltas) -> str:
               "|---|---|---|---|---|---|---|"]
     for m in result.methods:
         c = m.cost
-        lines.append(f"| {m.name} | {c.get('target_episodes', 0)} | {c.get('target_tokens', 0)} | "
+        lines.append(f"| {display_name(m)} | {c.get('target_episodes', 0)} | {c.get('target_tokens', 0)} | "
                      f"{c.get('engineer_tokens', 0)} | {_fmt(c.get('wall_seconds', 0.0))} | {m.n_invalid} | "
                      f"{m.n_eval_failed} |")
+    return lines
+
+
+def render_markdown(result: EvalResult, main_rows, deltas, provenance: dict) -> str:
+    lines = [f"# {result.title}", ""]
+    lines += [f"- {k}: {v}" for k, v in _provenance_lines(provenance)] + [""]
+    lines += [f"- {n}" for n in result.notes] + [""]
+    lines += markdown_tables(result, main_rows, deltas)
     lines += ["", "## Patches", ""]
     for m in result.methods:
         for p in m.patches:
@@ -218,26 +278,35 @@ def render_markdown(result: EvalResult, main_rows, deltas) -> str:
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td{white-space:nowrap}td:first-child{white-space:normal}
 td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}.ns{color:#999}
+.cnt{color:#888;font-size:80%;margin-left:0.3em}.prov td{text-align:left;white-space:normal}
+.foot{font-size:90%;color:#444;margin:0.2em 0}img.plot{display:block;max-width:100%;margin:1em 0}
 pre{background:#f8f8f8;padding:8px;overflow-x:auto;font-size:12px}.k{color:#00f}.s{color:#a31515}
 .c{color:#008000}.n{color:#098658}details{margin:0.6em 0;border:1px solid #ddd;padding:6px}
 .think{white-space:pre-wrap;background:#fffbe6;padding:6px}.bad{color:#c00}
 """
 
 
-def render_html(result: EvalResult, main_rows, deltas) -> str:
+def _html_main_table(result: EvalResult, main_rows) -> list[str]:
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(result.title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><ul>"]
-    parts += [f"<li>{e(n)}</li>" for n in result.notes]
-    parts.append("</ul><h2>Main table</h2><table id='main-table'><tr><th>Method</th>"
-                 + "".join(f"<th>{e(c[1])}</th>" for c in MAIN_COLUMNS) + "</tr>")
+    parts = ["<h2>Main table</h2><p class='foot'>success %, WebShop score = mean reward × 100; "
+             "the small grey number is n, the tasks behind the cell</p><table id='main-table'><tr><th>Method</th>"
+             + "".join(f"<th>{e(c[1])}</th>" for c in MAIN_COLUMNS) + "</tr>"]
     for r in main_rows:
-        parts.append(f"<tr><td>{e(r['method'])}</td>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k, _ in MAIN_COLUMNS)
-                     + "</tr>")
-    parts.append("</table><p>† WebShop is the project's self-contained substitute environment.</p>")
-    parts.append("<h2>Paired deltas</h2><table id='delta-table'><tr><th>Method</th><th>Benchmark</th><th>n</th>"
-                 "<th>Δ reward pp [95% CI]</th><th>Δ pass pp</th><th>rescued</th><th>regressed</th><th>seeds</th></tr>")
+        cells = "".join(f"<td>{_fmt(r.get(k))}<span class='cnt'>{r[n]}</span></td>" if r.get(n) else "<td>–</td>"
+                        for k, _, n in MAIN_COLUMNS)
+        parts.append(f"<tr><td>{e(r['method'])}</td>{cells}</tr>")
+    parts.append("</table>" + "".join(f"<p class='foot'>{e(n)}</p>" for n in footnotes(result, main_rows)))
+    return parts
+
+
+def _html_deltas(deltas) -> list[str]:
+    e = html.escape
+    parts = ["<h2>Paired deltas</h2><p class='foot'>pp, 95% paired bootstrap CI over tasks; grey = the "
+             "interval crosses 0 (n.s.)</p><table id='delta-table'><tr><th>Method</th><th>Benchmark</th>"
+             "<th>n</th><th>Δ reward pp [95% CI]</th><th>Δ pass pp</th><th>rescued</th><th>regressed</th>"
+             "<th>seeds</th></tr>"]
     for d in deltas:
         cls = "" if d["significant"] else " class='ns'"
         parts.append(f"<tr{cls}><td>{e(d['method'])}</td><td>{e(BENCHMARK_LABELS[d['benchmark']])}</td><td>{d['n']}</td>"
@@ -248,14 +317,25 @@ def render_html(result: EvalResult, main_rows, deltas) -> str:
         parts.append(f"<h2>Plots</h2><img class='plot' alt='deltas' src='data:image/png;base64,{plot_deltas(deltas)}'>"
                      f"<img class='plot' alt='rescued vs regressed' "
                      f"src='data:image/png;base64,{plot_rescued_regressed(deltas)}'>")
-    parts.append("<h2>Cost and validity</h2><table><tr><th>Method</th><th>target episodes</th><th>target tokens</th>"
-                 "<th>engineer tokens</th><th>wall s</th><th>invalid patches</th><th>eval failed</th></tr>")
+    return parts
+
+
+def _html_costs(result: EvalResult) -> list[str]:
+    e = html.escape
+    parts = ["<h2>Cost and validity</h2><table><tr><th>Method</th><th>target episodes</th><th>target tokens</th>"
+             "<th>engineer tokens</th><th>wall s</th><th>invalid patches</th><th>eval failed</th></tr>"]
     for m in result.methods:
         c = m.cost
-        parts.append(f"<tr><td>{e(m.name)}</td><td>{c.get('target_episodes', 0)}</td><td>{c.get('target_tokens', 0)}</td>"
-                     f"<td>{c.get('engineer_tokens', 0)}</td><td>{_fmt(c.get('wall_seconds', 0.0))}</td>"
-                     f"<td>{m.n_invalid}</td><td>{m.n_eval_failed}</td></tr>")
-    parts.append("</table><h2>Patches</h2>")
+        parts.append(f"<tr><td>{e(display_name(m))}</td><td>{c.get('target_episodes', 0)}</td>"
+                     f"<td>{c.get('target_tokens', 0)}</td><td>{c.get('engineer_tokens', 0)}</td>"
+                     f"<td>{_fmt(c.get('wall_seconds', 0.0))}</td><td>{m.n_invalid}</td><td>{m.n_eval_failed}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _html_patches(result: EvalResult) -> list[str]:
+    e = html.escape
+    parts = ["<h2>Patches</h2>"]
     for m in result.methods:
         for p in m.patches:
             status = "valid" if p.valid else "<span class='bad'>INVALID</span>"
@@ -276,21 +356,67 @@ def render_html(result: EvalResult, main_rows, deltas) -> str:
                                  + e(", ".join(f"{k}: {v}" for k, v in sorted(stats.items()))) + "</td></tr>")
                 parts.append("</table>")
             parts.append(f"<p>rescued tasks: {e(str(p.rescued or '–'))}; broke: {e(str(p.regressed or '–'))}</p></details>")
+    return parts
+
+
+def render_html(result: EvalResult, main_rows, deltas, provenance: dict) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(result.title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><table class='prov' id='provenance'>"]
+    parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _provenance_lines(provenance)]
+    parts.append("</table><ul>" + "".join(f"<li>{e(n)}</li>" for n in result.notes) + "</ul>")
+    parts += _html_main_table(result, main_rows) + _html_deltas(deltas) + _html_costs(result) + _html_patches(result)
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
-    """Write report.md, report.html and report.json (the numbers) into `outdir`."""
+# ----------------------------------------------------------------------------------------------
+# TensorBoard and files
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def write_scalars(result: EvalResult, main_rows, deltas, logdir: str, step: int | dict) -> None:
+    """Deltas as scalars `eval/<method>/<benchmark>/...` at the evaluated engineer's training step
+    (`step`: one for every method, or {method name: step}), the tables as text."""
+    def step_of(name):
+        return step.get(name.removesuffix(f" {UPPER_MARK}"), 0) if isinstance(step, dict) else step
+
+    with TensorBoardWriter(logdir) as tb:
+        for d in deltas:
+            tag = f"eval/{_slug(d['method'])}/{d['benchmark']}"
+            tb.scalars(step_of(d["method"]), {f"{tag}/delta_reward_pp": 100 * d["mean_delta"],
+                                              f"{tag}/ci_low_pp": 100 * d["ci_low"],
+                                              f"{tag}/ci_high_pp": 100 * d["ci_high"],
+                                              f"{tag}/delta_pass_pp": 100 * d["delta_pass_rate"]})
+        for r in main_rows[1:]:
+            tb.scalars(step_of(r["method"]), {f"eval/{_slug(r['method'])}/average_success": r["average"]})
+        tb.text(0 if isinstance(step, dict) else step, "eval/report",
+                "\n".join(markdown_tables(result, main_rows, deltas)))
+
+
+def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: int = 0,
+                  provenance: dict | None = None, tb_dir: str | None = None, steps: dict | None = None) -> dict:
+    """Write report.md, report.html and report.json (the numbers and the provenance) into `outdir`,
+    and the deltas as TensorBoard scalars under `tb_dir` (default `outdir/tensorboard/eval`).
+
+    `provenance` defaults to what `outdir` holds (`provenance.collect`: the stage's config file, the
+    DBBench results under outdir/baseline); `steps` ({method name: training step}) defaults to the
+    evaluated engineer checkpoint's step for every method."""
     os.makedirs(outdir, exist_ok=True)
     main_rows = main_table_rows(result)
     deltas = delta_rows(result, n_boot=n_boot, seed=seed)
+    benchmarks = [b for b in BENCH_ORDER if any(p.benchmark == b for m in result.methods for p in m.pairs)]
+    provenance = provenance or prov.collect(outdir, benchmarks)
     paths = {"md": os.path.join(outdir, "report.md"), "html": os.path.join(outdir, "report.html"),
              "json": os.path.join(outdir, "report.json")}
     # Reports quote patches and reasons (endpoint text): unencodable code points become "?".
     with open(paths["md"], "w", encoding="utf-8", errors="replace") as f:
-        f.write(render_markdown(result, main_rows, deltas))
+        f.write(render_markdown(result, main_rows, deltas, provenance))
     with open(paths["html"], "w", encoding="utf-8", errors="replace") as f:
-        f.write(render_html(result, main_rows, deltas))
-    write_json(paths["json"], {"main_table": main_rows, "deltas": deltas}, sort_keys=True)
+        f.write(render_html(result, main_rows, deltas, provenance))
+    write_json(paths["json"], {"main_table": main_rows, "deltas": deltas, "provenance": provenance}, sort_keys=True)
+    write_scalars(result, main_rows, deltas, tb_dir or os.path.join(outdir, "tensorboard", "eval"),
+                  steps if steps is not None else int(provenance.get("engineer_step") or 0))
     return paths

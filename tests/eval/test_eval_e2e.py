@@ -7,6 +7,7 @@ import pytest
 
 from configs.default import get_config
 from hr1_jax.eval.cli import eval_stage
+from hr1_jax.utils.tensorboard import read_events
 from tests.eval.test_report import render_probe
 
 
@@ -47,11 +48,15 @@ def test_reports_carry_all_methods_baselines_and_intervals(first_run):
     teacher = next(m for m in result["methods"] if m["name"] == "Template teacher")
     assert teacher["patches"] and all(p["valid"] for p in teacher["patches"])
     assert any(p["hook_stats"] for p in teacher["patches"])  # hooks fired and were counted
+    assert numbers["provenance"]["data"]["dbbench"].endswith("on sqlite")   # the backend the results recorded
+    scalars = read_events(str(first_run / "tensorboard" / "eval"))
+    assert "eval/template_teacher/dbbench/delta_reward_pp" in scalars and "eval/report" in scalars
 
 
 def test_same_evaluation_reproduces_identical_numbers(first_run, tmp_path):
     assert eval_stage(_config(), str(tmp_path)) == 0  # fresh workdir: no cache, no stored baseline
-    assert json.loads((tmp_path / "report.json").read_text()) == json.loads((first_run / "report.json").read_text())
+    again, first = (json.loads((d / "report.json").read_text()) for d in (tmp_path, first_run))
+    assert (again["main_table"], again["deltas"]) == (first["main_table"], first["deltas"])
 
 
 @pytest.mark.chromium
