@@ -1,4 +1,4 @@
-"""`hr1 probe-target --base-url URL --model M`: does the endpoint return STRUCTURED tool calls?
+"""`hr1 probe-target --base_url=URL --model=M`: does the endpoint return STRUCTURED tool calls?
 
 A target server without the right tool parser returns tool calls as text; the reference then scored
 such episodes 0 without noticing (spec §4.4). The probe sends one tool-calling request and reports:
@@ -17,6 +17,7 @@ import sys
 from hr1_jax.agents.base import AgentError
 from hr1_jax.agents.openai_client import OpenAIChatClient
 from hr1_jax.agents.tool_repair import repair_message
+from hr1_jax.utils.argv import snake_case_flags
 from hr1_jax.utils.jsonsafe import safe_str
 
 PROBE_TOOL = {"type": "function", "function": {
@@ -60,15 +61,24 @@ def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60
     return {**report, "ok": False, "verdict": "no_tool_call", "exit_code": 2}
 
 
+EPILOG = """reads no config file. Flags are snake_case (kebab spellings such as --base-url also work).
+
+example:
+  hr1 probe-target --base_url=http://127.0.0.1:8000/v1 --model=Qwen3.5-9B
+  hr1 probe-target --demo=xml      # a loopback server that returns tool calls as text"""
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="hr1 probe-target", description=__doc__.splitlines()[0])
-    ap.add_argument("--base-url", default="")
-    ap.add_argument("--model", default="")
-    ap.add_argument("--api-key-env", default="OPENAI_API_KEY")
-    ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--enable-thinking", action="store_true")
-    ap.add_argument("--demo", choices=["structured", "xml", "json", "think_xml"], default=None)
-    args = ap.parse_args(argv)
+    ap = argparse.ArgumentParser(prog="hr1 probe-target", description=__doc__, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base_url", default="", help="the endpoint, e.g. http://host:port/v1")
+    ap.add_argument("--model", default="", help="model name the endpoint serves")
+    ap.add_argument("--api_key_env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    ap.add_argument("--enable_thinking", action="store_true", help="ask the server for thinking output")
+    ap.add_argument("--demo", choices=["structured", "xml", "json", "think_xml"], default=None,
+                    help="probe a loopback server started here that answers in this format")
+    args = ap.parse_args(snake_case_flags(argv))
     import os
     if args.demo:
         from hr1_jax.agents.openai_server import LoopbackOpenAIServer
@@ -76,7 +86,7 @@ def main(argv: list[str]) -> int:
             report = probe(srv.base_url, "probe-demo", timeout_s=args.timeout)
     else:
         if not args.base_url or not args.model:
-            ap.error("--base-url and --model are required (or use --demo MODE)")
+            ap.error("--base_url and --model are required (or use --demo MODE)")
         report = probe(args.base_url, args.model, api_key=os.environ.get(args.api_key_env, ""),
                        timeout_s=args.timeout, enable_thinking=args.enable_thinking)
     print(json.dumps(report, indent=1))

@@ -15,6 +15,7 @@ from hr1_jax.patch.compiled import compile_patch
 from hr1_jax.patch.errors import PatchError
 from hr1_jax.patch.parse import ASSISTANT_TAG, PROTOCOLS, extract_response_json
 from hr1_jax.patch.schema import BENCHMARKS
+from hr1_jax.utils.argv import snake_case_flags
 
 PATCH_KEYS = ("patch", "normalized_patch", "raw_patch", "parsed_patch")
 TEXT_KEYS = ("response", "completion", "text", "output", "content")
@@ -38,7 +39,9 @@ def load_raw_patch(path: str, protocol: str = "auto") -> dict:
         raise PatchError("unreadable", f"cannot read file: {e}") from None
     try:
         data = json.loads(content)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as e:
+        if content.lstrip().startswith("{"):  # meant as patch JSON: say so rather than parse it as a response
+            raise PatchError("bad_json", f"file opens a JSON object but is not valid JSON: {e}") from None
         return _from_text(content, protocol)  # a raw engineer response
     if isinstance(data, str):
         return _from_text(data, protocol)
@@ -78,20 +81,29 @@ def check_file(path: str, benchmark: str | None, protocol: str, normalize_kwargs
     return report
 
 
+EPILOG = """reads no config file. Flags are snake_case (kebab spellings such as --hook-once also work).
+
+example:
+  hr1 patch check response.txt --benchmark=webshop
+  hr1 patch check runs/eval/responses/*/*.txt --json"""
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="hr1 patch", description="Harness-R1 patch tools.")
+    parser = argparse.ArgumentParser(prog="hr1 patch", description="Harness-R1 patch tools.", epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="validate patch files or raw engineer responses")
+    check = sub.add_parser("check", help="validate patch files or raw engineer responses", description=__doc__,
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--benchmark", choices=BENCHMARKS, help="expected benchmark (default: the patch's own)")
     check.add_argument("--protocol", choices=("auto",) + PROTOCOLS, default="auto",
                        help="response protocol for raw responses (auto: full-think if it opens with <think>)")
     check.add_argument("--json", action="store_true", help="print one JSON report list")
-    check.add_argument("--allow-legacy", action="store_true", help="accept legacy DSL actions (not code-hook-only)")
-    check.add_argument("--hook-once", action="store_true", help="reject patches that use a hook name twice")
-    check.add_argument("--max-total-code-chars", type=int, default=0, help="total code budget (0 = none)")
+    check.add_argument("--allow_legacy", action="store_true", help="accept legacy DSL actions (not code-hook-only)")
+    check.add_argument("--hook_once", action="store_true", help="reject patches that use a hook name twice")
+    check.add_argument("--max_total_code_chars", type=int, default=0, help="total code budget (0 = none)")
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(snake_case_flags(argv))
     except SystemExit as e:
         return int(e.code or 0)
     kwargs = {"require_code_hook_only": not args.allow_legacy, "enforce_hook_once": args.hook_once,

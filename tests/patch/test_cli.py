@@ -53,3 +53,9 @@ def test_check_benchmark_mismatch_and_flags(tmp_path):
     r = run("check", alf, "--max-total-code-chars", "9000")
     assert r.returncode == 1 and "code_budget" in r.stdout
     assert run("check").returncode == 2
+
+
+def test_broken_json_is_reported_as_broken_json_not_as_a_response(tmp_path):
+    (tmp_path / "broken.json").write_text('{"benchmark": "webshop", "actions": [')
+    r = run("check", str(tmp_path / "broken.json"), "--hook-once")   # the kebab spelling still works
+    assert r.returncode == 1 and "invalid: bad_json: file opens a JSON object but is not valid JSON" in r.stdout
