@@ -13,6 +13,7 @@ import random
 
 import grain
 
+from hr1_jax.errors import InputError, read_input_text
 from hr1_jax.utils.jsonsafe import dumps, safe_str, write_jsonl  # noqa: F401  (write_jsonl: the rows API)
 
 RL_REQUIRED_METADATA = ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity",
@@ -47,8 +48,16 @@ def sft_row(rl: dict, think: str, patch: dict, protocol: str, extra_metadata: di
 
 
 def read_jsonl(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows of a JSONL file; a missing file or a broken line (a truncated file) is an InputError."""
+    rows = []
+    for number, line in enumerate(read_input_text(path, "rows file").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as e:
+            raise InputError(f"rows file {path} line {number} is not valid JSON (truncated file?): {e}") from None
+    return rows
 
 
 def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: int,

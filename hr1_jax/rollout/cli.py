@@ -17,6 +17,7 @@ import sys
 from absl import flags
 
 from hr1_jax.config import parse_tasks
+from hr1_jax.errors import InputError, read_input_text
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 
@@ -30,25 +31,40 @@ def _target(config) -> dict:
     return config.target.to_dict()
 
 
+def _patch_json(text: str, path: str):
+    """The JSON value of a patch file, or None for a raw engineer response (text not opening a
+    JSON object): a broken JSON object is reported as such, not parsed as a response."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InputError(f"patch file {path} is not valid JSON: {e}") from None
+
+
 def load_patch(path: str, benchmark: str, config) -> dict:
-    """A patch file: normalised-patch JSON, or a raw engineer response (parsed with the protocol)."""
+    """A patch file: normalised-patch JSON, or a raw engineer response (parsed with the protocol).
+    A missing file, broken JSON or an unusable patch is an InputError naming the file."""
     from hr1_jax.patch import PatchError, normalize_options, normalize_patch
     from hr1_jax.rollout.reward import prepare_patch
-    with open(path) as f:
-        text = f.read()
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        raw = None
+    text = read_input_text(path, "patch file")
+    raw = _patch_json(text, path)
     if isinstance(raw, dict) and "actions" in raw:
-        return normalize_patch(raw, benchmark, **normalize_options(config.patch_protocol))
+        try:
+            return normalize_patch(raw, benchmark, **normalize_options(config.patch_protocol))
+        except PatchError as e:
+            raise InputError(f"patch file {path}: {e.code}: {e.message}") from e
     patch, status, reason = prepare_patch(text, benchmark, config)
     if patch is None:
-        raise PatchError(status, f"{path}: {reason}")
+        raise InputError(f"patch file {path} holds no usable patch (neither patch JSON with \"actions\" "
+                         f"nor a valid engineer response): {status}: {reason}")
     return patch
 
 
 def rollout_stage(config, workdir: str) -> int:
+    """One batch: the target runs config.benchmark / config.split / config.tasks (with the patch in
+    config.patch if set: patch JSON or a raw engineer response) -> WORKDIR/results.jsonl,
+    WORKDIR/summary.json and a printed table. Exit 1 if an episode hit an infrastructure error."""
     from hr1_jax.rollout.batches import format_table, run_batch, summarize, write_results
     from hr1_jax.rollout.pool import WorkerPool
     from hr1_jax.utils.progress import progress
@@ -74,6 +90,9 @@ def baseline_root(config, workdir: str) -> str:
 
 
 def baseline_stage(config, workdir: str) -> int:
+    """The target without a patch over config.tasks, in batches of config.rollout.batch_size ->
+    <rollout.baseline_dir or WORKDIR/baseline>/<benchmark>/batch_NNN/{results.jsonl, summary.json,
+    status.json}. Finished batches are skipped on a rerun."""
     from hr1_jax.rollout.batches import baseline_metadata, run_batch, summarize, write_results
     from hr1_jax.rollout.pool import WorkerPool
     from hr1_jax.utils.progress import progress
@@ -166,12 +185,18 @@ def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
 
 
 def build_rows_stage(config, workdir: str) -> int:
+    """Every stored baseline batch (rollout.baseline_dir or WORKDIR/baseline, from `hr1 baseline`)
+    -> failure packet -> RL prompt row: WORKDIR/rows/rl_<benchmark>.jsonl, the benchmark-pure grouped
+    file WORKDIR/rows/rl_grouped.jsonl (what `hr1 teacher` and `hr1 grpo` read) and stats.json."""
     from hr1_jax.data.rows import group_rows, write_jsonl
 
     root = baseline_root(config, workdir)
     out_dir = os.path.join(workdir, "rows")
+    if not os.path.isdir(root):
+        raise InputError(f"no baselines under {root}: run `hr1 baseline` with this --workdir first "
+                         "(or point config.rollout.baseline_dir at them)")
     by_bench, stats = {}, {}
-    for bench in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+    for bench in sorted(os.listdir(root)):
         rows, skipped = build_rows(config, root, bench)
         if rows:
             by_bench[bench] = rows
@@ -181,7 +206,7 @@ def build_rows_stage(config, workdir: str) -> int:
                         "prompt_chars_max": max(lengths, default=0),
                         "prompt_chars_mean": sum(lengths) / len(lengths) if lengths else 0}
     if not by_bench:
-        print(f"build-rows: no usable baseline batches under {root}", file=sys.stderr)
+        print(f"hr1 build-rows: no usable baseline batches under {root}", file=sys.stderr)
         return 1
     r = config.rollout
     grouped = group_rows(by_bench, r.group_size, r.group_seed, r.group_tail)
@@ -194,18 +219,18 @@ def build_rows_stage(config, workdir: str) -> int:
 
 
 def reward_stage(config, workdir: str) -> int:
+    """The reward of one engineer response to one RL row (--row FILE, --row_index N): the patch is
+    parsed and installed, the row's tasks are rerun and compared with the row's baseline ->
+    WORKDIR/reward.json, printed. Exit 1 if the rerun failed for infrastructure reasons."""
     from hr1_jax.data.rows import read_jsonl
     from hr1_jax.rollout.reward import RewardContext, score_response
 
     if not FLAGS.row or not FLAGS.response:
-        print("hr1 reward: --row ROWS.jsonl and --response FILE are required", file=sys.stderr)
-        return 2
+        raise InputError("--row ROWS.jsonl and --response FILE are required")
     rows = read_jsonl(FLAGS.row)
     if not 0 <= FLAGS.row_index < len(rows):
-        print(f"hr1 reward: --row_index {FLAGS.row_index} out of range (0..{len(rows) - 1})", file=sys.stderr)
-        return 2
-    with open(FLAGS.response) as f:
-        response = f.read()
+        raise InputError(f"--row_index {FLAGS.row_index} out of range (0..{len(rows) - 1})")
+    response = read_input_text(FLAGS.response, "response file")
     cache_dir = config.rollout.cache_dir or os.path.join(workdir, "reward_cache")
     with RewardContext(config, cache_dir=cache_dir) as ctx:
         result = score_response(rows[FLAGS.row_index], response, ctx)

@@ -8,6 +8,9 @@ from hr1_jax.utils.logging import log_event
 
 
 def sft_stage(config, workdir: str) -> int:
+    """Cold-start SFT of the engineer (config.model; config.train.init_checkpoint to start from a
+    checkpoint) on config.train.sft_rows (default WORKDIR/rows/sft_rows.jsonl, from `hr1 teacher`)
+    with config.train.sft -> orbax checkpoints under WORKDIR (a rerun resumes), WORKDIR/sft_summary.json."""
     from hr1_jax.train.sft import run_sft
 
     summary = run_sft(config, workdir)
@@ -18,6 +21,11 @@ def sft_stage(config, workdir: str) -> int:
 
 
 def grpo_stage(config, workdir: str) -> int:
+    """Online GRPO (config.train.grpo) of the engineer from config.train.init_checkpoint (an SFT run
+    dir or HF folder) on the grouped RL rows in config.train.rows (default WORKDIR/rows/rl_grouped.jsonl,
+    from `hr1 build-rows`); each sampled patch is rewarded by a real paired rerun of its batch.
+    Orbax checkpoints under WORKDIR (a killed run resumes with identical metrics), TensorBoard under
+    WORKDIR/tensorboard, WORKDIR/grpo_summary.json."""
     from hr1_jax.train.grpo import GRPOTrainer
 
     trainer = GRPOTrainer(config, workdir)
@@ -32,7 +40,10 @@ def grpo_stage(config, workdir: str) -> int:
 
 
 def teacher_stage(config, workdir: str) -> int:
-    """RL rows -> teacher responses -> reruns -> SFT rows kept if valid, fully rerun, delta >= min_delta."""
+    """RL rows (config.train.rows, default WORKDIR/rows/rl_grouped.jsonl from `hr1 build-rows`) ->
+    teacher responses (config.train.teacher: the template library or an OpenAI-compatible endpoint)
+    -> paired reruns -> WORKDIR/rows/sft_rows.jsonl, keeping a response if its patch is valid, fully
+    rerun and its delta >= train.teacher.min_delta; WORKDIR/teacher_stats.json. Exit 1 if none kept."""
     from hr1_jax.data.rows import read_jsonl, write_jsonl
     from hr1_jax.rollout.reward import RewardContext
     from hr1_jax.train.teacher import build_sft_rows, make_teacher
