@@ -21,9 +21,10 @@ from hr1_jax.errors import InputError, read_input_text
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 
-flags.DEFINE_string("row", None, "hr1 reward: JSONL file of RL rows.")
-flags.DEFINE_integer("row_index", 0, "hr1 reward: which row of --row.")
-flags.DEFINE_string("response", None, "hr1 reward: file holding the engineer response text.")
+# `hr1 reward` only (absl flags are defined per module, so the other stages here accept them too)
+flags.DEFINE_string("row", None, "JSONL file of RL rows (from hr1 build-rows: WORKDIR/rows/rl_*.jsonl)")
+flags.DEFINE_integer("row_index", 0, "which row of --row (0-based)")
+flags.DEFINE_string("response", None, "file holding the engineer's response text")
 FLAGS = flags.FLAGS
 
 
