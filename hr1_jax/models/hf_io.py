@@ -24,6 +24,7 @@ from flax import nnx
 
 from hr1_jax.models.config import ModelConfig
 from hr1_jax.models.model import CausalLM, abstract_model
+from hr1_jax.models.tokenizer import TOKENIZER_FILES
 
 # (to_ours, to_hf) array transforms.
 _IDENT = (lambda x: x, lambda x: x)
@@ -66,9 +67,6 @@ def _regex(template: str) -> re.Pattern:
 
 _COMPILED = [(_regex(hf), hf, _regex(ours), ours, tf) for hf, ours, tf in KEY_MAP]
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
-                   "added_tokens.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
-                   "tokenizer.model")
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F64": np.float64,
               "I64": np.int64, "I32": np.int32}
 

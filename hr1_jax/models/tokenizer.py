@@ -1,7 +1,7 @@
 """Tokenizers behind one interface: a checkpoint's HF tokenizer, or the project's SentencePiece model.
 
-`Tokenizer` is what the sampler, trainers and data code use: `encode`, `decode`, special-token ids
-and a Qwen-style `apply_chat_template`. The HF path loads `transformers.AutoTokenizer` strictly
+`Tokenizer` is what the sampler, trainers and data code use: `encode`, `decode`, special-token ids,
+a Qwen-style `apply_chat_template` and `save` (a checkpoint carries its tokenizer). The HF path loads `transformers.AutoTokenizer` strictly
 offline from a checkpoint folder (and uses that checkpoint's own chat template when it has one);
 the SentencePiece path is the embedded default for randomly initialised engineers, trained by
 `train_sentencepiece` on the project's own prompt/patch corpus with the chat special tokens as
@@ -16,6 +16,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 from typing import Iterable, Sequence
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -28,6 +29,12 @@ SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END, THINK_OPEN, THINK_CLOSE, PATCH_OP
 
 ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 DEFAULT_SPM = ASSETS / "engineer_spm.model"
+# What an HF tokenizer folder holds (copied as is into checkpoints and HF exports; the generation
+# config rides along so an export serves as its source did).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                   "added_tokens.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
+                   "tokenizer.model")
+SPM_FILE = "engineer_spm.model"   # the project SentencePiece model inside a checkpoint folder
 
 
 def format_chat(messages: Sequence[dict], add_generation_prompt: bool = True,
@@ -59,6 +66,8 @@ class Tokenizer:
     rather than raising, so decoding model output never fails.
     """
 
+    source: str          # where it was loaded from (an HF folder or a .model file)
+    kind: str            # "hf" | "sentencepiece"
     vocab_size: int      # number of valid ids; the sampler never draws an id at or above it
     eos_id: int          # end of an assistant turn (what generation stops on)
     pad_id: int
@@ -72,6 +81,14 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         raise NotImplementedError
+
+    def save(self, folder: str | os.PathLike) -> None:
+        """Write this tokenizer's files into `folder`, where `carried_tokenizer` finds them."""
+        raise NotImplementedError
+
+    @property
+    def has_chat_template(self) -> bool:
+        return False
 
     def _known_ids(self, ids: Iterable[int]) -> list[int]:
         """`ids` as ints without those that name no token (negative, or padded model rows)."""
@@ -87,11 +104,14 @@ class SentencePieceTokenizer(Tokenizer):
     def __init__(self, model: str | os.PathLike | bytes):
         import sentencepiece as spm
 
+        self.kind = "sentencepiece"
         if isinstance(model, bytes):
+            self.source = "<bytes>"
             self.sp = spm.SentencePieceProcessor(model_proto=model)
         else:
             if not pathlib.Path(model).is_file():
                 raise FileNotFoundError(f"SentencePiece model not found: {model}")
+            self.source = str(model)
             self.sp = spm.SentencePieceProcessor(model_file=str(model))
         self.vocab_size = self.sp.get_piece_size()
         ids = {t: self.sp.piece_to_id(t) for t in (IM_END, ENDOFTEXT)}
@@ -118,6 +138,10 @@ class SentencePieceTokenizer(Tokenizer):
         i = self.sp.piece_to_id(token)
         return None if i == self.sp.unk_id() and token != self.sp.id_to_piece(i) else i
 
+    def save(self, folder: str | os.PathLike) -> None:
+        os.makedirs(folder, exist_ok=True)
+        pathlib.Path(folder, SPM_FILE).write_bytes(self.sp.serialized_model_proto())
+
 
 class HFTokenizer(Tokenizer):
     """`transformers.AutoTokenizer` loaded from a local checkpoint folder, never the network."""
@@ -128,6 +152,7 @@ class HFTokenizer(Tokenizer):
 
         if not pathlib.Path(path).is_dir():
             raise FileNotFoundError(f"tokenizer folder not found: {path}")
+        self.kind, self.source = "hf", str(path)
         self.tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         self.vocab_size = len(self.tok)
         im_end = self.token_to_id(IM_END)
@@ -149,9 +174,21 @@ class HFTokenizer(Tokenizer):
         i = self.tok.convert_tokens_to_ids(token)
         return None if i is None or i == self.tok.unk_token_id else int(i)
 
+    def save(self, folder: str | os.PathLike) -> None:
+        # The source files byte for byte (not save_pretrained): an export serves exactly as its source.
+        os.makedirs(folder, exist_ok=True)
+        for name in TOKENIZER_FILES:
+            src = os.path.join(self.source, name)
+            if os.path.isfile(src):
+                shutil.copyfile(src, os.path.join(folder, name))
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tok, "chat_template", None))
+
     def apply_chat_template(self, messages, add_generation_prompt=True, enable_thinking=True,
                             tokenize=False):
-        if not getattr(self.tok, "chat_template", None):
+        if not self.has_chat_template:
             return super().apply_chat_template(messages, add_generation_prompt, enable_thinking, tokenize)
         # The checkpoint's own template is authoritative (Qwen3/3.5 read `enable_thinking`).
         # transformers needs jinja2 here (listed in setup.py); tokenize=False then encode ourselves
@@ -189,6 +226,17 @@ def train_sentencepiece(texts: Iterable[str], out_prefix: str | os.PathLike | No
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(proto)
     return proto
+
+
+def carried_tokenizer(folder: str) -> str:
+    """The tokenizer a checkpoint folder carries, as a `load_tokenizer` spec ("" if none): the
+    project SentencePiece file written by `save`, or the folder itself when it holds HF tokenizer files."""
+    spm_path = os.path.join(folder, SPM_FILE)
+    if os.path.isfile(spm_path):
+        return spm_path
+    if any(os.path.isfile(os.path.join(folder, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+        return folder
+    return ""
 
 
 def load_tokenizer(spec: str = "", hf_checkpoint: str = "") -> Tokenizer:

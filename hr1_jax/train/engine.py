@@ -4,7 +4,10 @@
 optimiser state in the matching sharding, and keeps a sampler whose weights are moved from the
 trainer each step (`sync_sampler`: device-to-device reshard to the sampling layout, no host copy).
 Model sources, in order: `train.init_checkpoint` (an orbax params folder written by a previous
-stage, or an HF folder), `model.hf_checkpoint`, else random init from `config.model`.
+stage, that stage's workdir, or an HF folder), `model.hf_checkpoint`, else random init from
+`config.model`. A checkpoint carries its tokenizer (`export` saves it beside the params and into the
+HF export) and a stage that restores one uses it unless `model.tokenizer` names another; a
+tokenizer with more ids than the model has embedding rows is a config error at start-up.
 """
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from flax import nnx
 from hr1_jax.config import ConfigError
 from hr1_jax.models import ModelConfig, abstract_model, build_model, load_hf_checkpoint, save_hf_checkpoint
 from hr1_jax.models.sampler import Sampler
-from hr1_jax.models.tokenizer import load_tokenizer
+from hr1_jax.models.tokenizer import Tokenizer, carried_tokenizer, load_tokenizer
 from hr1_jax.parallel import (make_mesh, maybe_initialize_distributed, reshard_for_sampling, rules_tuple,
                               state_shardings)
+from hr1_jax.train.data import render_prompt
 from hr1_jax.train.state import TrainState, init_state, split_model, state_sharding
 from hr1_jax.utils.logging import log_event
 
@@ -39,18 +43,55 @@ def model_config_for(config, tokenizer) -> ModelConfig:
 
 
 def _params_source(config) -> str:
-    return config.train.init_checkpoint or config.model.hf_checkpoint
+    init = config.train.init_checkpoint
+    # A stage's workdir stands for its handoff folder (`--config.train.init_checkpoint=runs/sft`).
+    if init and os.path.isdir(os.path.join(init, PARAMS_DIR)):
+        return os.path.join(init, PARAMS_DIR)
+    return init or config.model.hf_checkpoint
 
 
-def save_params(state, cfg: ModelConfig, folder: str) -> None:
-    """The full model state (orbax, any sharding) + the model config JSON: what the next stage
-    starts from."""
+def _saved_model_config(source: str) -> dict:
+    """The HF-style config a checkpoint folder was saved with (`config.json` or `model_config.json`)."""
+    for name in ("config.json", MODEL_CONFIG):
+        path = os.path.join(source, name)
+        if os.path.isfile(path):
+            with open(path) as f:
+                return json.load(f)
+    raise FileNotFoundError(f"train.init_checkpoint {source!r}: neither an HF folder (config.json) nor a "
+                            f"stage output ({PARAMS_DIR}/ with params/ and {MODEL_CONFIG})")
+
+
+def stage_tokenizer(config, source: str) -> Tokenizer:
+    """`model.tokenizer` if set; else the restored checkpoint's own tokenizer; for a random init the
+    embedded SentencePiece model."""
+    spec = config.model.tokenizer
+    if not spec and source:
+        spec = carried_tokenizer(source)
+        if not spec:
+            raise ConfigError("model.tokenizer", f"the checkpoint {source} carries no tokenizer (no HF tokenizer "
+                                                 "files, no SentencePiece model): name the one it was trained with")
+    return load_tokenizer(spec)
+
+
+def check_vocab(tokenizer: Tokenizer, model_vocab: int, source: str) -> None:
+    """Fewer tokenizer ids than model rows is fine (padded rows are masked); more would index past
+    the embedding."""
+    if tokenizer.vocab_size > model_vocab:
+        raise ConfigError("model.tokenizer", f"tokenizer {tokenizer.source} has {tokenizer.vocab_size} ids but the "
+                                             f"model {source} has {model_vocab} embedding rows")
+
+
+def save_params(state, cfg: ModelConfig, folder: str, tokenizer: Tokenizer) -> None:
+    """The full model state (orbax, any sharding), the model config JSON and the tokenizer: what
+    the next stage starts from."""
     folder = os.path.abspath(folder)
     ckptr = ocp.StandardCheckpointer()
     ckptr.save(os.path.join(folder, "params"), state, force=True)
     ckptr.wait_until_finished()
     with open(os.path.join(folder, MODEL_CONFIG), "w") as f:
         json.dump(cfg.to_hf_dict(), f, indent=1)
+    if jax.process_index() == 0:
+        tokenizer.save(folder)
 
 
 class Engineer:
@@ -61,8 +102,12 @@ class Engineer:
         self.mesh = make_mesh(config.mesh)
         self.train_rules = rules_tuple(config.mesh.train_rules)
         self.sample_rules = rules_tuple(config.mesh.sample_rules)
-        self.tokenizer = load_tokenizer(config.model.tokenizer, config.model.hf_checkpoint)
         source = _params_source(config)
+        saved = _saved_model_config(source) if source else None   # a wrong path fails here, first
+        self.tokenizer = stage_tokenizer(config, source)
+        self._log_tokenizer()
+        if saved is not None:  # before a large model is read
+            check_vocab(self.tokenizer, ModelConfig.from_hf_dict(saved).vocab_size, source)
         t0 = time.monotonic()
         if source and os.path.isfile(os.path.join(source, "config.json")):
             # The checkpoint fixes the architecture; remat / activation dtype / chunk sizes come from
@@ -71,7 +116,7 @@ class Engineer:
                                                  rules=self.train_rules,
                                                  **ModelConfig.runtime_options(config.model))
         elif source:
-            model, self.cfg = self._restore(source)
+            model, self.cfg = self._restore(source, saved)
         else:
             self.cfg = model_config_for(config, self.tokenizer)
             model = build_model(self.cfg, nnx.Rngs(config.train.seed), mesh=self.mesh, rules=self.train_rules)
@@ -81,16 +126,20 @@ class Engineer:
                   seconds=round(time.monotonic() - t0, 2), mesh=dict(self.mesh.shape))
         self.sampler: Sampler | None = None
 
-    def _restore(self, source: str):
+    def _log_tokenizer(self) -> None:
+        """Which tokenizer this stage runs with, and how its prompts open the assistant turn."""
+        tok = self.tokenizer
+        probe = tok.decode(render_prompt(tok, [{"role": "user", "content": "probe"}]))
+        log_event(self.stage, "tokenizer", source=tok.source, kind=tok.kind, vocab_size=tok.vocab_size,
+                  chat_template=tok.has_chat_template, prompt_end=probe[-40:])
+
+    def _restore(self, source: str, saved: dict):
         """A previous stage's params (orbax) straight into the training layout, no random init."""
         params_dir = os.path.join(os.path.abspath(source), "params")
-        cfg_path = os.path.join(source, MODEL_CONFIG)
-        if not (os.path.isdir(params_dir) and os.path.isfile(cfg_path)):
-            raise FileNotFoundError(f"train.init_checkpoint {source!r}: neither an HF folder (config.json) nor a "
-                                    f"stage output ({PARAMS_DIR}/ with params/ and {MODEL_CONFIG})")
-        with open(cfg_path) as f:
-            cfg = ModelConfig.from_hf_dict(json.load(f), param_dtype=self.config.model.param_dtype,
-                                           dtype=self.config.model.dtype, remat=self.config.model.remat)
+        if not os.path.isdir(params_dir):
+            raise FileNotFoundError(f"train.init_checkpoint {source!r}: a stage output without its params/")
+        cfg = ModelConfig.from_hf_dict(saved, param_dtype=self.config.model.param_dtype,
+                                       dtype=self.config.model.dtype, remat=self.config.model.remat)
         graphdef, abstract = abstract_model(cfg)
         shardings = state_shardings(abstract, self.mesh, self.train_rules)
         target = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
@@ -124,12 +173,14 @@ class Engineer:
     def export(self, params, workdir: str) -> str:
         """Write the stage's final params (handoff) and, if configured, an HF folder."""
         folder = os.path.join(workdir, PARAMS_DIR)
-        save_params(nnx.state(nnx.merge(self.graphdef, params, self.rest)), self.cfg, folder)
+        save_params(nnx.state(nnx.merge(self.graphdef, params, self.rest)), self.cfg, folder, self.tokenizer)
         if self.config.train.checkpoint.export_hf:
             try:
                 model = nnx.merge(self.graphdef, params, self.rest)
-                save_hf_checkpoint(model, self.cfg, os.path.join(workdir, "hf_export"),
-                                   copy_tokenizer_from=self.config.model.hf_checkpoint or None)
+                hf_dir = os.path.join(workdir, "hf_export")
+                save_hf_checkpoint(model, self.cfg, hf_dir)
+                if jax.process_index() == 0:
+                    self.tokenizer.save(hf_dir)
             except Exception as e:  # export is a convenience: never lose the trained params over it
                 log_event(self.stage, "hf_export_failed", error=str(e)[:300])
         return folder

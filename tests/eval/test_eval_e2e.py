@@ -82,9 +82,10 @@ def test_checkpoint_engineer_is_scored_and_invalid_output_counts_as_no_patch(tmp
     c.model.num_layers, c.model.num_heads, c.model.num_kv_heads, c.model.head_dim = 1, 2, 1, 16
     c.eval.benchmarks, c.eval.max_new_tokens = "dbbench", 8
     c.eval.fixed_editors, c.eval.self_refine, c.eval.best_of_n, c.eval.heldout_evidence = "", False, False, 0
-    cfg = model_config_for(c, load_tokenizer())
+    tok = load_tokenizer()
+    cfg = model_config_for(c, tok)
     _, params, _ = split_model(build_model(cfg, nnx.Rngs(0)))
-    save_params(params, cfg, str(tmp_path / "stage" / "final_params"))
+    save_params(params, cfg, str(tmp_path / "stage" / "final_params"), tok)
     c.eval.engineer = str(tmp_path / "stage" / "final_params")
     assert eval_stage(c, str(tmp_path / "eval")) == 0
     result = json.loads((tmp_path / "eval" / "eval_result.json").read_text())

@@ -1,14 +1,13 @@
 """The training engine starting from a Hugging Face checkpoint folder."""
 from configs.default import get_config
-from hr1_jax.models.tokenizer import DEFAULT_SPM
+from fixtures.hf_engineer import save_engineer
 from hr1_jax.train.engine import Engineer
-from models.hf_fixtures import cached_checkpoint
 
 
-def test_hf_checkpoint_keeps_architecture_and_takes_runtime_options_from_config():
-    _, path = cached_checkpoint("qwen3_untied")
+def test_hf_checkpoint_keeps_architecture_and_takes_runtime_options_from_config(tmp_path):
+    save_engineer(tmp_path, "qwen3")
     c = get_config()
-    c.model.hf_checkpoint, c.model.tokenizer = str(path), str(DEFAULT_SPM)
+    c.model.hf_checkpoint = str(tmp_path)
     c.model.remat, c.model.dtype = True, "bfloat16"
     c.model.hidden_size = 999  # architecture fields of the config are ignored for a checkpoint
     engineer = Engineer(c, stage="test")
