@@ -7,6 +7,7 @@ separate pairs), and a gain whose interval crosses 0 is flagged as not significa
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -69,3 +70,14 @@ def summarize_pairs(baseline_rewards, patched_rewards, *, threshold: float = 1.0
     return PairedSummary(n=int(base.size), mean_delta=mean, ci_low=lo, ci_high=hi,
                          rescued=int(np.sum(~base_ok & patched_ok)),
                          regressed=int(np.sum(base_ok & ~patched_ok)))
+
+
+def paired_difference(treated: Mapping, control: Mapping, *, cluster_of: Callable = lambda key: key,
+                      n_boot: int = 2000, seed: int = 0) -> dict:
+    """Mean of treated[k] - control[k] over the keys both hold, with a 95% bootstrap interval that
+    resamples whole clusters (`cluster_of(key)`, e.g. the task of a (benchmark, seed, task) key):
+    {"mean": x, "ci95": [lo, hi], "n": number of pairs}."""
+    keys = sorted(set(treated) & set(control))
+    mean, lo, hi = paired_bootstrap_ci([treated[k] - control[k] for k in keys], n_boot=n_boot, seed=seed,
+                                       clusters=[str(cluster_of(k)) for k in keys] if keys else None)
+    return {"mean": mean, "ci95": [lo, hi], "n": len(keys)}

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from hr1_jax.eval.stats import paired_bootstrap_ci, summarize_pairs
+from hr1_jax.eval.stats import paired_bootstrap_ci, paired_difference, summarize_pairs
 
 
 def test_rescued_and_regressed_counts():
@@ -33,3 +33,16 @@ def test_bootstrap_is_reproducible_and_cluster_aware():
 def test_unpaired_inputs_raise():
     with pytest.raises(ValueError, match="unpaired"):
         summarize_pairs([0, 1], [1])
+
+
+def test_paired_difference_pairs_shared_keys_and_resamples_whole_tasks():
+    # (benchmark, seed, task) keys: five tasks under four seeds, plus one key only the treated arm has
+    gains = [1.0, 0.0, 0.0, 1.0, -1.0]
+    control = {("db", seed, task): 0.0 for seed in range(4) for task in range(5)}
+    treated = {key: gains[key[2]] for key in control} | {("db", 0, 9): 1.0}
+    by_task = paired_difference(treated, control, cluster_of=lambda k: (k[0], k[2]), n_boot=500)
+    by_key = paired_difference(treated, control, n_boot=500)
+    assert by_task["n"] == 20 and by_task["mean"] == pytest.approx(0.2)
+    # repeats of one task are one piece of evidence: the interval is wider than if they were independent
+    assert by_task["ci95"][1] - by_task["ci95"][0] > by_key["ci95"][1] - by_key["ci95"][0]
+    assert paired_difference({}, control) == {"mean": 0.0, "ci95": [0.0, 0.0], "n": 0}

@@ -1,5 +1,7 @@
 """`hr1 demo` end to end on a shrunken config (DBBench on SQLite only, a few steps): the summary
-JSON has the promised schema, TensorBoard events exist, and a rerun skips finished stages."""
+JSON has the promised schema (methods, comparisons with intervals, backend), the report and
+TensorBoard events exist, the output ends with the table, report, TensorBoard and backend lines,
+and a rerun skips finished stages."""
 import importlib
 import json
 import os
@@ -36,11 +38,28 @@ def test_demo_end_to_end_small(tmp_path, capsys):
         assert set(summary["methods"][m]) == {"mean_delta_reward", "delta_pass_rate", "valid_rate", "n_batches"}
     assert summary["methods"]["teacher"]["valid_rate"] == 1.0
     assert summary["methods"]["no_patch"]["mean_delta_reward"] == 0.0
+    comparisons = summary["comparisons"]
+    for name in ("grpo_vs_sft", "sft_vs_no_patch", "teacher_vs_no_patch", "grpo_vs_no_patch"):
+        pair = comparisons[name]
+        assert set(pair) == {"mean", "ci95", "n"} and pair["ci95"][0] <= pair["mean"] <= pair["ci95"][1]
+        assert pair["n"] > 0
+    # the table's mean is the comparison's: one unit (held-out tasks) throughout
+    assert summary["methods"]["grpo"]["mean_delta_reward"] == pytest.approx(comparisons["grpo_vs_no_patch"]["mean"])
+    assert summary["dbbench_backend"] == "sqlite" and os.path.exists(summary["report"])
+    assert "on sqlite" in open(summary["report"]).read()
     ev = read_events(os.path.join(workdir, "tensorboard"))
-    assert "sft/loss" in ev and "reward/mean" in ev and "heldout/valid_rate" in ev
-    assert len(ev["reward/mean"]) == 2 and "patch/best" in ev
+    assert "sft/loss" in ev and "sft/lr" in ev and "reward/mean" in ev and "train/lr" in ev
+    assert len(ev["reward/mean"]) == 2 and "patch/best" in ev and "reward/dbbench/mean" in ev
+    # held-out numbers sit at the evaluated engineer's training step, not at a method index
+    sft_steps = summary["details"]["sft"]["steps"]
+    assert [s for s, _ in ev["heldout/grpo/valid_rate"]] == [2]
+    assert [s for s, _ in ev["heldout/sft/valid_rate"]] == [sft_steps]
+    assert [s for s, _ in ev["eval/grpo_engineer/dbbench/delta_reward_pp"]] == [2]
     out = capsys.readouterr().out
-    assert "mean_delta_reward" in out and "grpo" in out
+    assert "mean_delta_reward [95% CI]" in out and "grpo vs sft:" in out and "sft vs no patch:" in out
+    assert f"report:      {summary['report']}" in out
+    assert f"tensorboard --logdir {os.path.join(workdir, 'tensorboard')}" in out
+    assert "DBBench backend: sqlite" in out
     # a second invocation finds every stage done and rewrites the same table
     assert demo_stage(c, workdir) == 0
     again = json.loads(open(os.path.join(workdir, "summary.json")).read())
