@@ -1,7 +1,7 @@
 """Patch sources the evaluator compares, behind one call: `propose(rows) -> [Proposal]`.
 
-- `CheckpointEngineer`: our trained engineer (a stage folder with final_params/ or an HF folder),
-  greedy decoding as the reference's eval (temperature 0).
+- `CheckpointEngineer`: our trained engineer (a stage folder with final_params/ or an HF folder)
+  with the tokenizer that checkpoint carries, greedy decoding as the reference's eval (temperature 0).
 - `EndpointEngineer`: a fixed frontier editor behind an OpenAI-compatible endpoint (prefill
   `<think>\\n`, thinking on, bounded retries).
 - `TeacherEngineer`: the template teacher's first (evidence-driven) program, chosen without reruns.
