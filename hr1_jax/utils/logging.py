@@ -71,6 +71,8 @@ def _short(value: Any) -> str:
         text = json.dumps(value, separators=(",", ":"))
         return text if len(text) <= _MAX_NESTED_CHARS else text[:_MAX_NESTED_CHARS - 1] + "…"
     text = str(value)
+    if any(c in text for c in "\n\r\t"):
+        text = json.dumps(text)   # one event, one line
     return text if len(text) <= _MAX_VALUE_CHARS else text[:_MAX_VALUE_CHARS - 1] + "…"
 
 

@@ -20,6 +20,8 @@ def test_other_events_show_name_bare_and_fields_short():
     line = format_human("demo", "stage_done", name="grpo", seconds=69.94, mesh={"data": 1}, reason="x" * 1000)
     assert " demo stage_done grpo seconds=69.94 mesh={\"data\":1} reason=" in line
     assert len(line) < 400 and line.endswith("…")
+    assert format_human("sft", "tokenizer", prompt_end="<|im_start|>assistant\n<think>\n").endswith(
+        'prompt_end="<|im_start|>assistant\\n<think>\\n"')
 
 
 def test_default_is_human_and_json_is_exact_when_asked(monkeypatch, capsys):
