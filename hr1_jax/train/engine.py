@@ -109,17 +109,7 @@ class Engineer:
         if saved is not None:  # before a large model is read
             check_vocab(self.tokenizer, ModelConfig.from_hf_dict(saved).vocab_size, source)
         t0 = time.monotonic()
-        if source and os.path.isfile(os.path.join(source, "config.json")):
-            # The checkpoint fixes the architecture; remat / activation dtype / chunk sizes come from
-            # the config so a 9B checkpoint trains with the recipe's memory settings.
-            model, self.cfg = load_hf_checkpoint(source, dtype=config.model.param_dtype, mesh=self.mesh,
-                                                 rules=self.train_rules,
-                                                 **ModelConfig.runtime_options(config.model))
-        elif source:
-            model, self.cfg = self._restore(source, saved)
-        else:
-            self.cfg = model_config_for(config, self.tokenizer)
-            model = build_model(self.cfg, nnx.Rngs(config.train.seed), mesh=self.mesh, rules=self.train_rules)
+        model, self.cfg = self._load_model(source, saved)
         self.graphdef, params, self.rest = split_model(model)
         self.init_params = params
         log_event(stage, "model_ready", source=source or "random", params=int(sum(np.size(x) for x in jax.tree.leaves(params))),
@@ -132,6 +122,19 @@ class Engineer:
         probe = tok.decode(render_prompt(tok, [{"role": "user", "content": "probe"}]))
         log_event(self.stage, "tokenizer", source=tok.source, kind=tok.kind, vocab_size=tok.vocab_size,
                   chat_template=tok.has_chat_template, prompt_end=probe[-40:])
+
+    def _load_model(self, source: str, saved: dict | None):
+        """(model, its config) from an HF folder, a previous stage's params, or a random init."""
+        config = self.config
+        if source and os.path.isfile(os.path.join(source, "config.json")):
+            # The checkpoint fixes the architecture; remat / activation dtype / chunk sizes come from
+            # the config so a 9B checkpoint trains with the recipe's memory settings.
+            return load_hf_checkpoint(source, dtype=config.model.param_dtype, mesh=self.mesh, rules=self.train_rules,
+                                      **ModelConfig.runtime_options(config.model))
+        if source:
+            return self._restore(source, saved)
+        cfg = model_config_for(config, self.tokenizer)
+        return build_model(cfg, nnx.Rngs(config.train.seed), mesh=self.mesh, rules=self.train_rules), cfg
 
     def _restore(self, source: str, saved: dict):
         """A previous stage's params (orbax) straight into the training layout, no random init."""
