@@ -23,7 +23,8 @@ stamp=".venv/.hr1-installed-$(cat setup.py | sha1sum | cut -c1-12)-${EXTRAS//,/_
 if [ ! -f "$stamp" ]; then
   echo "[setup] installing hr1_jax[$EXTRAS] (first time: a few minutes)"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[${EXTRAS}]"
+  # setuptools prints a multi-line note for every editable install of this layout; it is not a problem.
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/pip install -q -e ".[${EXTRAS}]"
   touch "$stamp"
 fi
 
