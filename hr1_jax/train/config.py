@@ -11,7 +11,7 @@ TEACHERS = ("template", "endpoint")
 def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 42
-    c.rows = ""                     # RL rows JSONL (grpo) — "" = <workdir>/rows/rl_rows.jsonl
+    c.rows = ""                     # RL rows JSONL (grpo) — "" = <workdir>/rows/rl_grouped.jsonl (hr1 build-rows)
     c.sft_rows = ""                 # SFT rows JSONL (sft) — "" = <workdir>/rows/sft_rows.jsonl
     c.init_checkpoint = ""          # engineer to start from: orbax run dir or HF folder; "" = model.*
     c.logprob_chunk_size = 1024     # sequence chunk of the chunked fp32 log-prob computation
