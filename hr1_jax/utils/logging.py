@@ -89,7 +89,7 @@ def format_human(stage: str, event: str, **fields: Any) -> str:
     if chosen is None:
         parts += [f"{k}={_short(v)}" for k, v in fields.items()]
     else:
-        parts += [f"{label}={fmt.format(fields[key])}" for key, label, fmt in chosen
+        parts += [f"{label}={fmt.format(fields[key] + 0.0)}" for key, label, fmt in chosen   # + 0.0: no "-0"
                   if isinstance(fields.get(key), (int, float))]
     return " ".join(parts)
 

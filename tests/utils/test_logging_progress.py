@@ -14,6 +14,7 @@ def test_grpo_step_line_shows_the_few_numbers_that_matter():
     line = format_human("grpo", "step", step=3, num_steps=48, **GRPO_STEP)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d grpo step 3/48 reward=\+0\.123 valid=0\.75 "
                         r"loss=0\.000123 lr=1\.0e-04 s=1\.3", line), line
+    assert " loss=0 " in format_human("grpo", "step", step=1, **dict(GRPO_STEP, **{"train/loss": -0.0}))
 
 
 def test_other_events_show_name_bare_and_fields_short():
