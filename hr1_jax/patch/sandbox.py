@@ -50,9 +50,10 @@ FORBIDDEN_NODES = (
 # objects (`(x for x in y).gi_frame.f_back.f_globals` escapes without any underscore), `mro`
 # (reaches `object`), the Match attributes `re` / `expand` (a raw Pattern or template
 # expansion would bypass the size guards of the `re` stand-in) and `to_bytes` (`(0).to_bytes(n)`
-# allocates n bytes in one C call, `expandf` is the `regex` package's unguarded template
-# expansion).
-FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|expand|expandf|to_bytes)$")
+# allocates n bytes in one C call and `from_bytes` builds an int past the size cap, `expandf` is
+# the `regex` package's unguarded template expansion, `pattern`/`scanner` reach a raw regex
+# object (no timeout, no caps) from `re.finditer`'s iterator).
+FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|pattern|scanner|expand|expandf|to_bytes|from_bytes)$")
 ALFWORLD_INSTANCE_ACTION_RE = re.compile(
     r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
     re.IGNORECASE,
@@ -310,7 +311,7 @@ _GUARD_GLOBALS = {
 def _safe_builtins() -> dict:
     import builtins
     out = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
-    out.update(str=guards.SafeStr, list=guards.SafeList, tuple=guards.SafeTuple, set=guards.SafeSet,
+    out.update(str=guards.SafeStr, int=guards.SafeInt, list=guards.SafeList, tuple=guards.SafeTuple, set=guards.SafeSet,
                dict=guards.SafeDict, sorted=guards.g_sorted, zip=guards.g_zip, range=guards.g_range,
                round=guards.g_round, sum=guards.g_sum)
     return out
