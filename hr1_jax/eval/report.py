@@ -146,6 +146,7 @@ def plot_rescued_regressed(deltas: list[dict]) -> str:
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(ys, labels, fontsize=9)
     ax.set_xlabel("tasks", fontsize=9)
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{abs(v):.0f}"))   # counts, both sides
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, fontsize=8, frameon=False)
     return _png(fig)
