@@ -239,10 +239,10 @@ def carried_tokenizer(folder: str) -> str:
     return ""
 
 
-def load_tokenizer(spec: str = "", hf_checkpoint: str = "") -> Tokenizer:
+def load_tokenizer(spec: str = "") -> Tokenizer:
     """`model.tokenizer` semantics: a folder -> HF tokenizer; a `.model` file -> SentencePiece;
-    "" -> the checkpoint folder's tokenizer if there is one, else the embedded project model."""
-    spec = spec or hf_checkpoint
+    "" -> the embedded project model (a restored checkpoint's own tokenizer is found by
+    `carried_tokenizer`)."""
     if not spec:
         return SentencePieceTokenizer(DEFAULT_SPM)
     p = pathlib.Path(spec)

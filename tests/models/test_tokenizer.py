@@ -94,7 +94,7 @@ def _save_hf_tokenizer(path, with_template):
 def test_hf_tokenizer_offline_with_and_without_template(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _save_hf_tokenizer(tmp_path / "a", with_template=True)
-    tok = tk.load_tokenizer("", hf_checkpoint=str(tmp_path / "a"))
+    tok = tk.load_tokenizer(str(tmp_path / "a"))
     assert isinstance(tok, tk.HFTokenizer)
     assert tok.decode(tok.encode(CODE)) == CODE
     assert tok.eos_id == tok.token_to_id("<|im_end|>") and tok.pad_id == tok.token_to_id("<|endoftext|>")
