@@ -67,11 +67,11 @@ def evaluate_method(name: str, batches: list[Batch], proposals: dict[tuple, Prop
     t0 = time.monotonic()
     method = MethodResult(name=name, description=description)
     todo = [(b, proposals[(b.benchmark, b.seed, b.name)]) for b in batches if b.row is not None]
-    # Chunks of twice the reruns score_group runs at once: the pool stays busy and the bar moves.
+    # Chunks of the reruns score_group runs at once, two in flight: the pool never drains, the bar moves.
     results = []
     if todo:
         results = map_in_chunks(lambda part: score_group([b.row for b, _ in part], [p.text for _, p in part], ctx),
-                                todo, chunk=8 * ctx.pool.num_workers, desc=f"eval {name}", unit="batch")
+                                todo, chunk=4 * ctx.pool.num_workers, in_flight=2, desc=f"eval {name}", unit="batch")
     by_batch = {(b.benchmark, b.seed, b.name): (p, r) for (b, p), r in zip(todo, results)}
     episodes_run = 0
     for b in batches:

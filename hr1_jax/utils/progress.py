@@ -7,6 +7,7 @@ work done within 2 s prints nothing.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import sys
 import time
@@ -120,14 +121,19 @@ def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, d
                 disable=mode == "off", dynamic_ncols=True, **kwargs)
 
 
-def map_in_chunks(fn: Callable[[list], list], items: Sequence, *, chunk: int, desc: str, unit: str = "it") -> list:
+def map_in_chunks(fn: Callable[[list], list], items: Sequence, *, chunk: int, desc: str, unit: str = "it",
+                  in_flight: int = 1) -> list:
     """`fn` (a list -> a list of the same length) over consecutive chunks of `items`, with progress:
-    for work done in one call (e.g. a parallel rerun of many patches) that has no progress of its own."""
-    out: list = []
+    for work done in one call (e.g. a parallel rerun of many patches) that has no progress of its own.
+    `in_flight` > 1 runs that many chunks at once (fn must be thread-safe), so the work behind fn
+    never drains between chunks."""
     chunk = max(1, chunk)
-    with progress(total=len(items), desc=desc, unit=unit) as bar:
-        for start in range(0, len(items), chunk):
-            part = fn(list(items[start:start + chunk]))
-            out += part
-            bar.update(len(part))
-    return out
+    parts = [list(items[start:start + chunk]) for start in range(0, len(items), chunk)]
+    done: dict[int, list] = {}
+    with progress(total=len(items), desc=desc, unit=unit) as bar, \
+            concurrent.futures.ThreadPoolExecutor(max(1, in_flight), thread_name_prefix="hr1-chunks") as ex:
+        futures = {ex.submit(fn, part): i for i, part in enumerate(parts)}
+        for fut in concurrent.futures.as_completed(futures):
+            done[futures[fut]] = fut.result()
+            bar.update(len(done[futures[fut]]))
+    return [x for i in range(len(parts)) for x in done[i]]

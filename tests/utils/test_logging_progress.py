@@ -100,3 +100,19 @@ def test_map_in_chunks_keeps_order_and_calls_per_chunk(monkeypatch):
 
     assert map_in_chunks(double, list(range(7)), chunk=3, desc="x") == [0, 2, 4, 6, 8, 10, 12]
     assert calls == [3, 3, 1]
+
+
+def test_map_in_chunks_with_chunks_in_flight_returns_items_in_order(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setenv("HR1_PROGRESS", "0")
+    both_running = threading.Barrier(2, timeout=10)   # fails unless two chunks run at the same time
+
+    def slow_first(part):
+        if part[0] < 4:
+            both_running.wait()
+        time.sleep(0.05 if part[0] == 0 else 0)
+        return [x * 10 for x in part]
+
+    assert map_in_chunks(slow_first, list(range(6)), chunk=2, desc="x", in_flight=2) == [0, 10, 20, 30, 40, 50]

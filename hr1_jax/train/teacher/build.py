@@ -32,9 +32,9 @@ def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: 
             flat_rows.append(row)
             flat_texts.append(text)
             owners.append((i, label))
-    # Chunks of twice the reruns score_group runs at once: the pool stays busy and the bar moves.
+    # Chunks of the reruns score_group runs at once, two in flight: the pool never drains, the bar moves.
     results = map_in_chunks(lambda part: score_group([r for r, _ in part], [t for _, t in part], ctx),
-                            list(zip(flat_rows, flat_texts)), chunk=8 * ctx.pool.num_workers,
+                            list(zip(flat_rows, flat_texts)), chunk=4 * ctx.pool.num_workers, in_flight=2,
                             desc="teacher: rerun candidates", unit="patch") if flat_rows else []
     best: dict[int, tuple[float, str, str, object]] = {}
     stats = {"rows": len(rows), "candidates": len(flat_rows), "invalid": 0, "eval_failed": 0,
