@@ -16,6 +16,14 @@ from hr1_jax.config import ConfigError, require
 FAMILIES = ("qwen3", "qwen3_5_text")
 DTYPES = ("float32", "bfloat16")
 LAYER_TYPES = ("full_attention", "linear_attention")
+# remat_policy -> the jax.checkpoint_policies entry saying what a rematerialised block keeps for the
+# backward pass: "full" keeps only the block's input (recomputes everything), "dots" every matmul
+# output, "dots_with_no_batch_dims" the weight projections but not the attention-score einsums.
+REMAT_POLICIES = {"full": "nothing_saveable", "dots": "dots_saveable",
+                  "dots_with_no_batch_dims": "dots_with_no_batch_dims_saveable"}
+# scan_layers=None (auto) scans models of at least this many layers (see benchmarks/README.md,
+# "Loop vs scan": below it the loop compiles as fast and steps faster).
+SCAN_MIN_LAYERS = 8
 # Qwen3.5 rotates only the first quarter of each head (HF default when the config omits it).
 QWEN3_5_PARTIAL_ROTARY = 0.25
 
@@ -28,6 +36,10 @@ def defaults() -> ml_collections.ConfigDict:
     c.param_dtype = "float32"
     c.dtype = "float32"       # activation dtype
     c.remat = False
+    c.remat_policy = "full"   # what a remat'd block keeps: one of REMAT_POLICIES
+    # Stack the decoder layers and run them under one scan (compiles one layer group, not every
+    # layer); None = auto (on from SCAN_MIN_LAYERS layers).
+    c.scan_layers = ml_collections.config_dict.placeholder(bool)
     # Architecture for random init (tiny Qwen3-style engineer by default).
     c.vocab_size = 2048
     c.hidden_size = 128
@@ -63,6 +75,7 @@ def validate(c, config) -> None:
     require(c.full_attention_interval >= 1, "model.full_attention_interval", "must be >= 1")
     require(c.gdn_chunk_size >= 1, "model.gdn_chunk_size", "must be >= 1")
     require(c.attn_chunk_size >= 1, "model.attn_chunk_size", "must be >= 1")
+    require(c.remat_policy in REMAT_POLICIES, "model.remat_policy", f"must be one of {tuple(REMAT_POLICIES)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +105,8 @@ class ModelConfig:
     param_dtype: str = "float32"
     dtype: str = "float32"
     remat: bool = False
+    remat_policy: str = "full"
+    scan_layers: bool | None = None             # None = auto: on from SCAN_MIN_LAYERS layers
     gdn_chunk_size: int = 64
     attn_chunk_size: int = 1024                # queries per attention block (bounds score memory)
 
@@ -101,6 +116,8 @@ class ModelConfig:
         if not self.layer_types:
             object.__setattr__(self, "layer_types", ("full_attention",) * self.num_layers)
         object.__setattr__(self, "layer_types", tuple(self.layer_types))
+        if self.scan_layers is None:
+            object.__setattr__(self, "scan_layers", self.num_layers >= SCAN_MIN_LAYERS)
         if isinstance(self.eos_token_id, list):
             object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))
         checks = [
@@ -116,6 +133,7 @@ class ModelConfig:
              "head_dim * factor must be a positive even number"),
             (self.param_dtype in DTYPES and self.dtype in DTYPES, "dtype", f"must be one of {DTYPES}"),
             (self.gdn_chunk_size >= 1 and self.attn_chunk_size >= 1, "gdn_chunk_size", "chunk sizes must be >= 1"),
+            (self.remat_policy in REMAT_POLICIES, "remat_policy", f"must be one of {tuple(REMAT_POLICIES)}"),
         ]
         for ok, key, msg in checks:
             if not ok:
@@ -124,6 +142,19 @@ class ModelConfig:
     @property
     def rotary_dim(self) -> int:
         return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def scan_period(self) -> int:
+        """Layers per scanned group: the shortest prefix of `layer_types` that repeats to the whole
+        stack (1 for Qwen3; 4 = [3 x GDN, full attention] for Qwen3.5's interval-4 pattern). A
+        pattern that does not repeat is one group of every layer (scanned once, nothing saved)."""
+        n = self.num_layers
+        return next(p for p in range(1, n + 1)
+                    if n % p == 0 and self.layer_types == self.layer_types[:p] * (n // p))
+
+    @property
+    def num_layer_groups(self) -> int:
+        return self.num_layers // self.scan_period
 
     @property
     def gated_attention(self) -> bool:
@@ -159,15 +190,22 @@ class ModelConfig:
             linear_conv_kernel_dim=c.linear_conv_kernel_dim, linear_num_key_heads=c.linear_num_key_heads,
             linear_num_value_heads=c.linear_num_value_heads, linear_key_head_dim=c.linear_key_head_dim,
             linear_value_head_dim=c.linear_value_head_dim, param_dtype=c.param_dtype, dtype=c.dtype,
-            remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size, attn_chunk_size=c.attn_chunk_size,
+            gdn_chunk_size=c.gdn_chunk_size, attn_chunk_size=c.attn_chunk_size,
+            **ModelConfig._layout_options(c),
         )
 
     @staticmethod
     def runtime_options(c) -> dict[str, Any]:
         """Non-architecture fields of the `model` section, to apply on top of a checkpoint's config:
         `load_hf_checkpoint(path, dtype=c.param_dtype, **ModelConfig.runtime_options(c))`."""
-        return dict(activation_dtype=c.dtype, remat=bool(c.remat), gdn_chunk_size=c.gdn_chunk_size,
-                    attn_chunk_size=c.attn_chunk_size)
+        return dict(activation_dtype=c.dtype, gdn_chunk_size=c.gdn_chunk_size,
+                    attn_chunk_size=c.attn_chunk_size, **ModelConfig._layout_options(c))
+
+    @staticmethod
+    def _layout_options(c) -> dict[str, Any]:
+        """How the layers are run and rematerialised (not part of the architecture)."""
+        scan = None if c.scan_layers is None else bool(c.scan_layers)
+        return dict(remat=bool(c.remat), remat_policy=c.remat_policy, scan_layers=scan)
 
     # ---- Hugging Face config.json --------------------------------------------------------------
     @classmethod

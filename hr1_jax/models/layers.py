@@ -13,6 +13,7 @@ from flax import nnx
 LOGICAL_AXES = (
     "vocab", "embed", "mlp", "heads", "kv_heads",     # attention / MLP / embeddings
     "conv", "linear_v", "linear_heads", "conv_kernel",  # Gated DeltaNet
+    "layers",                                           # stacked layer groups (cfg.scan_layers)
 )
 
 DTYPE = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}

@@ -6,10 +6,20 @@ One graph serves training, log-prob scoring and sampling:
   model.lm_head_weight() -> [E, V] (tied: embedding transposed); model.logits(h) = h @ W in fp32
   model.init_cache(batch, max_len, dtype) -> Cache
 Parameter paths mirror the HF names (see hf_io.py's mapping table).
+
+Two layer layouts (`cfg.scan_layers`), numerically the same model:
+  * loop: `layers.{i}.*`, one Block per layer, applied by a Python loop (the graph grows with depth);
+  * scan: `layer_groups.{j}.*`, the j-th layer of each repeat of the layer pattern (`cfg.scan_period`
+    layers: 1 for Qwen3, [3 x GDN, full attention] for Qwen3.5), every param stacked over the
+    `cfg.num_layer_groups` repeats on a leading `layers` logical axis and run by one `jax.lax.scan`,
+    so XLA compiles one group whatever the depth. HF layer i is group i // period, position i % period
+    (`stacked_location` / `loop_locations`). The cache's `layers` follow the same layout.
+Remat (`cfg.remat`) wraps each block in both layouts, keeping what `cfg.remat_policy` names.
 """
 from __future__ import annotations
 
 import contextlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +27,7 @@ from flax import nnx
 
 from hr1_jax.models import cache as cache_lib
 from hr1_jax.models.attention import Attention
-from hr1_jax.models.config import ModelConfig
+from hr1_jax.models.config import REMAT_POLICIES, ModelConfig
 from hr1_jax.models.gated_deltanet import GatedDeltaNet
 from hr1_jax.models.layers import DTYPE, MLP, RMSNorm, dense_init, rope_cos_sin
 
@@ -56,8 +66,82 @@ class Block(nnx.Module):
         return x, layer_cache
 
 
-def _run_block(block, *args):
-    return block(*args)
+def _apply_block(graphdef, state, *args):
+    return nnx.merge(graphdef, state)(*args)
+
+
+def _block_runner(cfg: ModelConfig):
+    """`run(graphdef, state, *block_args)`: one block as a pure function of its split state (plain
+    jax transforms, so a model merged outside any enclosing jit/while_loop/scan can be called inside
+    it), rematerialised when `cfg.remat` keeping what `cfg.remat_policy` names. Inside a scan the
+    recomputation cannot be CSE'd into the forward pass, so it need not be prevented."""
+    if not cfg.remat:
+        return _apply_block
+    policy = getattr(jax.checkpoint_policies, REMAT_POLICIES[cfg.remat_policy])
+    return jax.checkpoint(_apply_block, policy=policy, prevent_cse=not cfg.scan_layers, static_argnums=(0,))
+
+
+def _run_blocks(run, blocks, x, ctx, caches):
+    """Apply `blocks` in order. ctx = (cos, sin, tok_mask, kv_mask, index); caches: one per block, or
+    None without a cache. Returns (x, new caches as a tuple, or None)."""
+    new_caches = []
+    for i, block in enumerate(blocks):
+        layer_cache = None if caches is None else caches[i]
+        x, layer_cache = run(*nnx.split(block), x, *ctx[:4], layer_cache, ctx[4])
+        new_caches.append(layer_cache)
+    return x, None if caches is None else tuple(new_caches)
+
+
+_STACKED = {nnx.PARTITION_NAME: "layers"}  # the stacked axis's logical name (mapped to no mesh axis)
+
+
+def _stacked_layer_groups(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.List:
+    """One group's blocks with every param stacked over the groups (leading `layers` axis)."""
+    kinds = cfg.layer_types[:cfg.scan_period]
+
+    @nnx.split_rngs(splits=cfg.num_layer_groups)
+    @nnx.vmap(in_axes=0, out_axes=0, transform_metadata=_STACKED)
+    def make(rngs):
+        return nnx.List([Block(cfg, kind, rngs=rngs) for kind in kinds])
+
+    return make(rngs)
+
+
+def _scan_layer_groups(cfg: ModelConfig, groups: nnx.List, x, ctx, caches):
+    """`_run_blocks` over each group in turn under `jax.lax.scan`: x is the carry; the groups'
+    stacked params and caches are sliced per group, the new caches restacked."""
+    run = _block_runner(cfg)
+    graphdef, stacked = nnx.split(groups)
+
+    def body(x, group_xs):
+        group_state, group_caches = group_xs
+        return _run_blocks(run, nnx.merge(graphdef, group_state), x, ctx, group_caches)
+
+    return jax.lax.scan(body, x, (stacked, caches))
+
+
+_LOOP_PATH = re.compile(r"layers\.(\d+)\.(.+)")
+_GROUP_PATH = re.compile(r"layer_groups\.(\d+)\.(.+)")
+
+
+def stacked_location(cfg: ModelConfig, loop_path: str) -> tuple[str, int | None]:
+    """Where the loop-layout param `loop_path` (e.g. "layers.5.mlp.up_proj.kernel") lives in `cfg`'s
+    layout: (param path, group index into its leading axis), or (path, None) if not stacked."""
+    m = _LOOP_PATH.fullmatch(loop_path)
+    if not cfg.scan_layers or m is None:
+        return loop_path, None
+    group, position = divmod(int(m[1]), cfg.scan_period)
+    return f"layer_groups.{position}.{m[2]}", group
+
+
+def loop_locations(cfg: ModelConfig, path: str) -> list[tuple[str, int | None]]:
+    """Inverse of `stacked_location`: the (loop path, group index) pairs a param of `cfg`'s layout
+    holds - one per group for a stacked param, [(path, None)] otherwise."""
+    m = _GROUP_PATH.fullmatch(path)
+    if not cfg.scan_layers or m is None:
+        return [(path, None)]
+    period = cfg.scan_period
+    return [(f"layers.{g * period + int(m[1])}.{m[2]}", g) for g in range(cfg.num_layer_groups)]
 
 
 class CausalLM(nnx.Module):
@@ -65,14 +149,24 @@ class CausalLM(nnx.Module):
         self.cfg = cfg
         pdt, dt = DTYPE[cfg.param_dtype], DTYPE[cfg.dtype]
         self.embed_tokens = Embed(cfg.vocab_size, cfg.hidden_size, param_dtype=pdt, dtype=dt, rngs=rngs)
-        self.layers = nnx.List([Block(cfg, kind, rngs=rngs) for kind in cfg.layer_types])
+        if cfg.scan_layers:
+            self.layer_groups = _stacked_layer_groups(cfg, rngs)
+        else:
+            self.layers = nnx.List([Block(cfg, kind, rngs=rngs) for kind in cfg.layer_types])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, zero_centred=cfg.zero_centred_norms, param_dtype=pdt)
         if not cfg.tie_word_embeddings:
             init = nnx.with_partitioning(dense_init(), ("embed", "vocab"))
             self.lm_head = nnx.Param(init(rngs.params(), (cfg.hidden_size, cfg.vocab_size), pdt))
 
     def init_cache(self, batch: int, max_len: int, dtype=jnp.bfloat16) -> cache_lib.Cache:
-        return cache_lib.init_cache(self.cfg, batch, max_len, dtype)
+        """An empty cache; with scanned layers its `layers` hold one entry per position in the layer
+        pattern, stacked over the groups like the params."""
+        cache = cache_lib.init_cache(self.cfg, batch, max_len, dtype)
+        if not self.cfg.scan_layers:
+            return cache
+        period = self.cfg.scan_period
+        stacked = tuple(jax.tree.map(lambda *xs: jnp.stack(xs), *cache.layers[j::period]) for j in range(period))
+        return cache.replace(layers=stacked)
 
     def lm_head_weight(self) -> jax.Array:
         """The output projection [hidden, vocab] in the activation dtype."""
@@ -109,18 +203,18 @@ class CausalLM(nnx.Module):
             if positions is None:
                 positions = jnp.maximum(cache.next_pos[:, None] + offset, 0)
         cos, sin = rope_cos_sin(positions, self.cfg.rotary_dim, self.cfg.rope_theta)
-        run = nnx.remat(_run_block) if self.cfg.remat else _run_block
         x = self.embed_tokens(input_ids)
-        new_layers = []
-        for i, block in enumerate(self.layers):
-            layer_cache = None if cache is None else cache.layers[i]
-            x, layer_cache = run(block, x, cos, sin, tok_mask, kv_mask, layer_cache, index)
-            new_layers.append(layer_cache)
+        ctx = (cos, sin, tok_mask, kv_mask, index)
+        layer_caches = None if cache is None else cache.layers
+        if self.cfg.scan_layers:
+            x, layer_caches = _scan_layer_groups(self.cfg, self.layer_groups, x, ctx, layer_caches)
+        else:
+            x, layer_caches = _run_blocks(_block_runner(self.cfg), self.layers, x, ctx, layer_caches)
         x = self.norm(x)
         if cache is not None:
             cache = cache_lib.Cache(index=cache.index + t, kv_mask=kv_mask,
                                     next_pos=cache.next_pos + tok_mask.sum(axis=1, dtype=jnp.int32),
-                                    layers=tuple(new_layers))
+                                    layers=layer_caches)
         return x, cache
 
     def __call__(self, input_ids, positions=None, cache: cache_lib.Cache | None = None, attention_mask=None):

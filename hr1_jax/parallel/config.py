@@ -28,6 +28,7 @@ _TRAIN_RULES = {
     "linear_v": "tensor",
     "linear_heads": "tensor",
     "conv_kernel": "",
+    "layers": "",              # the layer-group axis of scanned (stacked) layers: never sharded
 }
 _SAMPLE_RULES = dict(_TRAIN_RULES, embed="")
 
