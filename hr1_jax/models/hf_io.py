@@ -6,6 +6,10 @@ into its target `NamedSharding` (from the params' logical axes and `rules`), eve
 only its own slice of the map. Qwen3.5 VLM checkpoints are handled by stripping
 `model.language_model.` and skipping `model.visual.*` and `mtp.*` (multi-token prediction) tensors. Export writes the inverse: `config.json` +
 `model.safetensors` (or size-bounded shards + index) that transformers loads directly.
+
+The table speaks the loop layout (`layers.{i}.*`); with scanned layers each such path is one group's
+slice of a stacked param (`model.stacked_location` / `model.loop_locations`), so a stacked param is
+placed once all its groups' tensors are mapped, and exported one group slice per HF tensor.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import numpy as np
 from flax import nnx
 
 from hr1_jax.models.config import ModelConfig
-from hr1_jax.models.model import CausalLM, abstract_model
+from hr1_jax.models.model import CausalLM, abstract_model, loop_locations, stacked_location
 from hr1_jax.models.tokenizer import TOKENIZER_FILES
 
 # (to_ours, to_hf) array transforms.
@@ -160,6 +164,16 @@ def _place(value: np.ndarray, dtype, sharding) -> jax.Array:
     return jax.make_array_from_callback(value.shape, sharding, lambda idx: np.asarray(value[idx], dtype=dtype))
 
 
+def _place_stacked(slices: list[np.ndarray], dtype, sharding) -> jax.Array:
+    """`_place` for a param stacked over layer groups from its per-group host views: each device
+    reads only the groups and the slice of each that it holds."""
+    if sharding is None:
+        return jnp.asarray(np.stack([np.asarray(x, dtype=dtype) for x in slices]))
+    shape = (len(slices),) + slices[0].shape
+    return jax.make_array_from_callback(shape, sharding, lambda idx: np.stack(
+        [np.asarray(x[idx[1:]], dtype=dtype) for x in slices[idx[0]]]))
+
+
 def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
                        activation_dtype: str | None = None, **config_overrides) -> tuple[CausalLM, ModelConfig]:
     """Load a HF Qwen3 / Qwen3.5 checkpoint folder into a model with params in `dtype`.
@@ -179,7 +193,9 @@ def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
         with jax.set_mesh(mesh), nnx.logical_axis_rules(tuple(rules or ())):
             for p, var in params.items():
                 shardings[p] = jax.sharding.NamedSharding(mesh, nnx.spmd.get_var_pspec(var) or jax.P())
+    expected = {loop for p in params for loop, _ in loop_locations(cfg, p)}
     loaded: set[str] = set()
+    pending: dict[str, dict[int, np.ndarray]] = {}  # stacked param -> its groups' views so far
     for key, arr in _iter_tensors(path):
         mapped = hf_key_to_path(key)
         if mapped is None:
@@ -187,15 +203,24 @@ def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
         target, to_ours = mapped
         if target == "lm_head" and cfg.tie_word_embeddings:
             continue  # tied models reuse the embedding; some exports still carry a copy
-        if target not in params:
+        if target not in expected:
             raise CheckpointError(f"tensor {key} -> {target} has no place in a {cfg.family} model with this config")
-        var = params[target]
+        where, group = stacked_location(cfg, target)
+        var = params[where]
         value = to_ours(arr)  # still a view of the memory map
-        if value.shape != var.shape:
-            raise CheckpointError(f"tensor {key}: shape {value.shape} does not match {target} {var.shape}")
-        var.set_value(_place(value, var.dtype, shardings[target]))
+        shape = var.shape if group is None else var.shape[1:]
+        if value.shape != shape:
+            raise CheckpointError(f"tensor {key}: shape {value.shape} does not match {target} {shape}")
         loaded.add(target)
-    missing = sorted(set(params) - loaded)
+        if group is None:
+            var.set_value(_place(value, var.dtype, shardings[where]))
+            continue
+        groups = pending.setdefault(where, {})
+        groups[group] = value
+        if len(groups) == var.shape[0]:
+            var.set_value(_place_stacked([groups[g] for g in range(len(groups))], var.dtype, shardings[where]))
+            del pending[where]
+    missing = sorted(expected - loaded)
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {len(missing)} tensors, e.g. {missing[:5]}")
     return nnx.merge(graphdef, state), cfg
@@ -209,6 +234,17 @@ def _to_host(value: jax.Array) -> np.ndarray:
     return np.asarray(jax.device_get(value))
 
 
+def _hf_tensor_sources(model: CausalLM) -> dict[str, tuple[nnx.Variable, int | None, Callable]]:
+    """HF key -> (our param, group index into its stacked axis or None, to_hf transform), in the
+    model's own layout (loop or scanned)."""
+    sources = {}
+    for p, var in _flat_params(nnx.state(model, nnx.Param)).items():
+        for loop_path, group in loop_locations(model.cfg, p):
+            key, to_hf = path_to_hf_key(loop_path)
+            sources[key] = (var, group, to_hf)
+    return sources
+
+
 def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_bytes: int = 5 << 30,
                        copy_tokenizer_from: str | None = None) -> None:
     """Write `config.json` + safetensors (sharded with an index above `max_shard_bytes`), and copy
@@ -220,15 +256,13 @@ def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_b
     from safetensors.numpy import save_file  # only export needs it
 
     writer = jax.process_index() == 0
-    params = {}
-    for p, var in _flat_params(nnx.state(model, nnx.Param)).items():
-        key, to_hf = path_to_hf_key(p)
-        params[key] = (var, to_hf)
+    params = _hf_tensor_sources(model)
     shards: list[list[str]] = [[]]
     size = 0
     for key in sorted(params):  # plan files from shapes, before any transfer
-        var = params[key][0]
-        nbytes = int(np.prod(var.shape)) * np.dtype(var.dtype).itemsize
+        var, group, _ = params[key]
+        shape = var.shape if group is None else var.shape[1:]
+        nbytes = int(np.prod(shape)) * np.dtype(var.dtype).itemsize
         if shards[-1] and size + nbytes > max_shard_bytes:
             shards.append([])
             size = 0
@@ -242,8 +276,9 @@ def save_hf_checkpoint(model: CausalLM, cfg: ModelConfig, path: str, max_shard_b
     for name, keys in zip(names, shards):
         tensors = {}
         for key in keys:
-            var, to_hf = params[key]
-            tensors[key] = np.ascontiguousarray(to_hf(_to_host(var.get_value())))
+            var, group, to_hf = params[key]
+            value = var.get_value() if group is None else var.get_value()[group]  # a group: sliced on device
+            tensors[key] = np.ascontiguousarray(to_hf(_to_host(value)))
             total += tensors[key].nbytes
         if writer:
             save_file(tensors, os.path.join(path, name), metadata={"format": "pt"})
