@@ -97,15 +97,19 @@ class CallBudget:
         self.depth = 0
 
 
-_TLS = threading.local()
+class _BudgetLocal(threading.local):
+    budget: CallBudget | None = None  # class default: reading it never raises (ticks are hot)
+
+
+_TLS = _BudgetLocal()
 
 
 def current_budget() -> CallBudget | None:
-    return getattr(_TLS, "budget", None)
+    return _TLS.budget
 
 
 def set_budget(budget: CallBudget | None) -> CallBudget | None:
-    prev = getattr(_TLS, "budget", None)
+    prev = _TLS.budget
     _TLS.budget = budget
     return prev
 
@@ -119,7 +123,7 @@ def _charge(n: int, what: str) -> None:
 
 def charge_work(n: int, what: str) -> None:
     """Charge `n` units of C-level work or allocation to the current call (deterministic)."""
-    b = getattr(_TLS, "budget", None)
+    b = _TLS.budget
     if b is not None:
         b.alloc_left -= n
         if b.alloc_left < 0:
@@ -145,7 +149,7 @@ def _over_budget(b: CallBudget) -> None:
 
 
 def g_tick(n: int) -> None:
-    b = getattr(_TLS, "budget", None)
+    b = _TLS.budget
     if b is None:
         return
     b.lines_left -= n
@@ -156,7 +160,7 @@ def g_tick(n: int) -> None:
 
 def g_enter(n: int) -> None:
     """Entry of a hook function: its first tick, and one call level more."""
-    b = getattr(_TLS, "budget", None)
+    b = _TLS.budget
     if b is None:
         return
     b.depth += 1
@@ -166,14 +170,14 @@ def g_enter(n: int) -> None:
 
 
 def g_exit() -> None:
-    b = getattr(_TLS, "budget", None)
+    b = _TLS.budget
     if b is not None:
         b.depth -= 1
 
 
 def g_iter(iterable):
     """A comprehension's iterable: one statement tick per item drawn."""
-    if getattr(_TLS, "budget", None) is None:
+    if _TLS.budget is None:
         yield from iterable
         return
     for item in iterable:
@@ -770,7 +774,7 @@ def _check_subject(s) -> None:
 
 def _timeout() -> float:
     """The regex matcher's own timeout: what is left of the call's wall-clock safety net."""
-    b = getattr(_TLS, "budget", None)
+    b = _TLS.budget
     if b is None or b.deadline == math.inf:
         return DEFAULT_RE_TIMEOUT
     return max(0.001, b.deadline - time.perf_counter())
