@@ -43,6 +43,7 @@ DEFAULT_WALL_LIMIT_S = 10.0
 DEFAULT_MEMORY_MB = 1024
 MAX_FRAME_BYTES = 32 * 2**20     # a reply above this is a protocol error (nb is capped far lower)
 MAX_INSTALLED = 64               # compiled patches kept in one hook process
+RSS_CHECK_EVERY = 8              # calls between two looks at the hook process's memory
 _HEADER = struct.Struct("!I")
 _POLL_S = 0.02                   # watchdog period while a call runs
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -125,6 +126,7 @@ class HookProcess:
         self._installed = set()
         self._buf = bytearray()
         self._start_rss = 0
+        self._calls = 0
         return proc
 
     def _kill(self) -> None:
@@ -161,14 +163,13 @@ class HookProcess:
         except (OSError, ValueError) as e:
             raise HookProcessError(f"hook process is gone ({type(e).__name__})") from None
 
-    def _read_exact(self, n: int, cpu0: float, wall_deadline: float) -> bytes:
+    def _read_exact(self, n: int, watch: "_Watchdog") -> bytes:
         """n bytes of the reply stream (buffered: one read usually brings a whole small reply)."""
         fd = self._proc.stdout.fileno()
         while len(self._buf) < n:
             ready, _, _ = select.select([fd], [], [], _POLL_S)
             if not ready:
-                if (_cpu_seconds(self._proc.pid) - cpu0 > self.cpu_budget_s
-                        or time.monotonic() > wall_deadline):
+                if watch.expired():
                     raise TimeoutError
                 continue
             chunk = os.read(fd, max(n - len(self._buf), 1 << 16))
@@ -179,12 +180,12 @@ class HookProcess:
         del self._buf[:n]
         return data
 
-    def _receive(self, cpu0: float, wall_deadline: float):
-        (size,) = _HEADER.unpack(self._read_exact(_HEADER.size, cpu0, wall_deadline))
+    def _receive(self, watch: "_Watchdog"):
+        (size,) = _HEADER.unpack(self._read_exact(_HEADER.size, watch))
         if size > MAX_FRAME_BYTES:
             raise HookProcessError(f"hook process reply of {size} bytes (cap {MAX_FRAME_BYTES})")
         try:
-            return _loads_plain(self._read_exact(size, cpu0, wall_deadline))
+            return _loads_plain(self._read_exact(size, watch))
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, MemoryError) as e:
             raise HookProcessError(f"malformed reply from the hook process: {e}"[:300]) from None
 
@@ -194,9 +195,9 @@ class HookProcess:
             self._proc = self._start()
 
     def _request(self, obj):
-        cpu0 = _cpu_seconds(self._proc.pid)
+        watch = _Watchdog(self._proc.pid, self.cpu_budget_s, self.wall_limit_s)
         self._send(obj)
-        return self._receive(cpu0, time.monotonic() + self.wall_limit_s)
+        return self._receive(watch)
 
     # --- public -------------------------------------------------------------------------------
     def call(self, key: str, sources: dict, benchmark: str, hook_name: str, ctx: dict, nb: dict, *,
@@ -226,8 +227,11 @@ class HookProcess:
 
     def _recycle_if_bloated(self) -> None:
         """A hook that allocated a lot leaves memory behind in the hook process; start the next
-        call in a fresh one, so a later patch never runs closer to the address-space limit."""
-        if _rss_bytes(self._proc.pid) - self._start_rss > self.memory_mb * 2**20 // 4:
+        call in a fresh one, so a later patch never runs closer to the address-space limit.
+        Checked every RSS_CHECK_EVERY calls (a /proc read costs about as much as a small call)."""
+        self._calls += 1
+        if self._calls % RSS_CHECK_EVERY == 0 and \
+                _rss_bytes(self._proc.pid) - self._start_rss > self.memory_mb * 2**20 // 4:
             self._kill()
 
     def _install(self, key: str, sources: dict, benchmark: str) -> None:
@@ -246,6 +250,23 @@ class HookProcess:
         if len(self._installed) >= MAX_INSTALLED:
             self._installed.clear()  # the child evicts in the same order
         self._installed.add(key)
+
+
+class _Watchdog:
+    """Limits of one request. The hook process's CPU time is first read when a reply is late
+    (most replies come within one poll period, and /proc reads cost more than the call); the poll
+    period before that read is counted as CPU already spent, so the budget is never exceeded."""
+
+    def __init__(self, pid: int, cpu_budget_s: float, wall_limit_s: float):
+        self.pid, self.cpu_budget_s = pid, cpu_budget_s
+        self.wall_deadline = time.monotonic() + wall_limit_s
+        self.cpu0: float | None = None
+
+    def expired(self) -> bool:
+        now = _cpu_seconds(self.pid)
+        if self.cpu0 is None:
+            self.cpu0 = now - _POLL_S
+        return now - self.cpu0 > self.cpu_budget_s or time.monotonic() > self.wall_deadline
 
 
 def _exit_text(code) -> str:
