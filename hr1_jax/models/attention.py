@@ -47,6 +47,16 @@ def chunked_dot_attention(q, k, v, q_slots, kv_valid, q_chunk: int):
     return jnp.moveaxis(out, 0, 1).reshape(b, n * q_chunk, h, d)[:, :t]
 
 
+def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
+    """Write this call's keys/values [B,T,KV,D] at slot `index`; with `group`, into that layer's
+    slice of a cache stacked over layer groups [G,B,S,KV,D]. Only the new slots are written, so a
+    decode step updates the (carried) cache in place instead of copying a layer's whole buffer."""
+    start = (0, index, 0, 0) if group is None else (group, 0, index, 0, 0)
+    shape = k.shape if group is None else (1,) + k.shape
+    write = lambda buf, new: jax.lax.dynamic_update_slice(buf, new.astype(buf.dtype).reshape(shape), start)
+    return KVCache(k=write(cache.k, k), v=write(cache.v, v))
+
+
 class Attention(nnx.Module):
     def __init__(self, cfg, *, rngs: nnx.Rngs):
         pdt, dt = DTYPE[cfg.param_dtype], DTYPE[cfg.dtype]
@@ -63,9 +73,10 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, **nkw)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, **nkw)
 
-    def __call__(self, x, cos, sin, mask, cache: KVCache | None, index):
+    def __call__(self, x, cos, sin, mask, cache: KVCache | None, index, group=None):
         """x [B,T,E]; cos/sin [B,T,rotary_dim]; mask bool [B,T] (real tokens) without a cache, or
-        the cache's updated kv_mask [B,S] with one; index = first slot written by this call."""
+        the cache's updated kv_mask [B,S] with one; index = first slot written by this call;
+        group = this layer's index into a cache stacked over layer groups (scanned layers)."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, -1)
         if self.gated:
@@ -75,9 +86,8 @@ class Attention(nnx.Module):
         q = apply_rope(self.q_norm(q), cos, sin)
         k = apply_rope(self.k_norm(k), cos, sin)
         if cache is not None:
-            k_all = jax.lax.dynamic_update_slice_in_dim(cache.k, k.astype(cache.k.dtype), index, axis=1)
-            v_all = jax.lax.dynamic_update_slice_in_dim(cache.v, v.astype(cache.v.dtype), index, axis=1)
-            cache = KVCache(k=k_all, v=v_all)
+            cache = write_kv(cache, k, v, index, group)
+            k_all, v_all = (cache.k, cache.v) if group is None else (cache.k[group], cache.v[group])
             k, v = k_all.astype(q.dtype), v_all.astype(q.dtype)
         out = chunked_dot_attention(q, k, v, index + jnp.arange(t), mask, self.q_chunk)
         out = out.reshape(b, t, -1)

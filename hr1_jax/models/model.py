@@ -55,12 +55,17 @@ class Block(nnx.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, **nkw)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, param_dtype=pdt, dtype=DTYPE[cfg.dtype], rngs=rngs)
 
-    def __call__(self, x, cos, sin, tok_mask, kv_mask, layer_cache, index):
+    def __call__(self, x, cos, sin, tok_mask, kv_mask, layer_cache, index, group=None):
+        """group: this layer's index into a `layer_cache` stacked over layer groups (scanned layers)."""
         h = self.input_layernorm(x)
         if self.kind == "full_attention":
-            h, layer_cache = self.self_attn(h, cos, sin, kv_mask, layer_cache, index)
-        else:
+            h, layer_cache = self.self_attn(h, cos, sin, kv_mask, layer_cache, index, group)
+        elif group is None or layer_cache is None:
             h, layer_cache = self.linear_attn(h, tok_mask, layer_cache)
+        else:  # conv + recurrent state are rewritten whole: read the slice, write it back in place
+            h, own = self.linear_attn(h, tok_mask, jax.tree.map(lambda c: c[group], layer_cache))
+            layer_cache = jax.tree.map(lambda c, new: jax.lax.dynamic_update_index_in_dim(c, new, group, 0),
+                                       layer_cache, own)
         x = x + h
         x = x + self.mlp(self.post_attention_layernorm(x))
         return x, layer_cache
@@ -81,13 +86,14 @@ def _block_runner(cfg: ModelConfig):
     return jax.checkpoint(_apply_block, policy=policy, prevent_cse=not cfg.scan_layers, static_argnums=(0,))
 
 
-def _run_blocks(run, blocks, x, ctx, caches):
+def _run_blocks(run, blocks, x, ctx, caches, group=None):
     """Apply `blocks` in order. ctx = (cos, sin, tok_mask, kv_mask, index); caches: one per block, or
-    None without a cache. Returns (x, new caches as a tuple, or None)."""
+    None without a cache; group: the blocks' index into caches stacked over layer groups. Returns
+    (x, new caches as a tuple, or None)."""
     new_caches = []
     for i, block in enumerate(blocks):
         layer_cache = None if caches is None else caches[i]
-        x, layer_cache = run(*nnx.split(block), x, *ctx[:4], layer_cache, ctx[4])
+        x, layer_cache = run(*nnx.split(block), x, *ctx[:4], layer_cache, ctx[4], group)
         new_caches.append(layer_cache)
     return x, None if caches is None else tuple(new_caches)
 
@@ -108,16 +114,19 @@ def _stacked_layer_groups(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.List:
 
 
 def _scan_layer_groups(cfg: ModelConfig, groups: nnx.List, x, ctx, caches):
-    """`_run_blocks` over each group in turn under `jax.lax.scan`: x is the carry; the groups'
-    stacked params and caches are sliced per group, the new caches restacked."""
+    """`_run_blocks` over each group in turn under `jax.lax.scan`, the groups' stacked params sliced
+    per group. The stacked caches ride in the carry with x, each group writing its own slice in
+    place (scanned over as inputs/outputs, every decode step would copy them whole)."""
     run = _block_runner(cfg)
     graphdef, stacked = nnx.split(groups)
 
-    def body(x, group_xs):
-        group_state, group_caches = group_xs
-        return _run_blocks(run, nnx.merge(graphdef, group_state), x, ctx, group_caches)
+    def body(carry, group_xs):
+        x, caches = carry
+        group_state, group = group_xs
+        return _run_blocks(run, nnx.merge(graphdef, group_state), x, ctx, caches, group), None
 
-    return jax.lax.scan(body, x, (stacked, caches))
+    (x, caches), _ = jax.lax.scan(body, (x, caches), (stacked, jnp.arange(cfg.num_layer_groups)))
+    return x, caches
 
 
 _LOOP_PATH = re.compile(r"layers\.(\d+)\.(.+)")
