@@ -18,6 +18,8 @@ def get_config():
     c.model.param_dtype = "float32"
     c.model.dtype = "bfloat16"
     c.model.remat = True
+    c.model.remat_policy = "full"         # keep only each block's input (40k-token sequences)
+    c.model.scan_layers = True            # 8 scanned [3 x GDN, attention] groups: one group compiled
     c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, 8, 4
     c.target.kind = "openai"
     c.target.base_url = "http://127.0.0.1:8110/v1"   # the frozen Qwen3.5-9B target (no thinking)

@@ -19,6 +19,8 @@ def get_config():
     c.model.param_dtype = "float32"
     c.model.dtype = "bfloat16"
     c.model.remat = True
+    c.model.remat_policy = "full"         # keep only each block's input (32k-token sequences)
+    c.model.scan_layers = True            # 8 scanned [3 x GDN, attention] groups: one group compiled
     c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, -1, 1
     t = c.train
     t.seed = 42
