@@ -179,7 +179,7 @@ def load_hf_checkpoint(path: str, dtype: str = "float32", mesh=None, rules=None,
     """Load a HF Qwen3 / Qwen3.5 checkpoint folder into a model with params in `dtype`.
 
     With `mesh` (+ logical `rules`) each tensor is placed directly into its NamedSharding.
-    `config_overrides` set non-architecture ModelConfig fields (e.g. remat, gdn_chunk_size)."""
+    `config_overrides` set non-architecture ModelConfig fields (e.g. remat, scan_layers, gdn_chunk_size)."""
     cfg_path = os.path.join(path, "config.json")
     if not os.path.exists(cfg_path):
         raise CheckpointError(f"{path}: config.json not found")
