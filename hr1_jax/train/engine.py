@@ -81,6 +81,9 @@ def check_vocab(tokenizer: Tokenizer, model_vocab: int, source: str) -> None:
                                              f"model {source} has {model_vocab} embedding rows")
 
 
+PARAMS_LAYOUT_KEY = "hr1_params_layout"
+
+
 def save_params(state, cfg: ModelConfig, folder: str, tokenizer: Tokenizer) -> None:
     """The full model state (orbax, any sharding), the model config JSON and the tokenizer: what
     the next stage starts from."""
@@ -89,7 +92,8 @@ def save_params(state, cfg: ModelConfig, folder: str, tokenizer: Tokenizer) -> N
     ckptr.save(os.path.join(folder, "params"), state, force=True)
     ckptr.wait_until_finished()
     with open(os.path.join(folder, MODEL_CONFIG), "w") as f:
-        json.dump(cfg.to_hf_dict(), f, indent=1)
+        # The params' layout (stacked scan groups or one entry per layer) is fixed at save time.
+        json.dump({**cfg.to_hf_dict(), PARAMS_LAYOUT_KEY: {"scan_layers": bool(cfg.scan_layers)}}, f, indent=1)
     if jax.process_index() == 0:
         tokenizer.save(folder)
 
@@ -141,8 +145,11 @@ class Engineer:
         params_dir = os.path.join(os.path.abspath(source), "params")
         if not os.path.isdir(params_dir):
             raise FileNotFoundError(f"train.init_checkpoint {source!r}: a stage output without its params/")
+        # Saved before layouts were recorded = the per-layer loop layout.
+        scan = bool((saved.get(PARAMS_LAYOUT_KEY) or {}).get("scan_layers", False))
         cfg = ModelConfig.from_hf_dict(saved, param_dtype=self.config.model.param_dtype,
-                                       dtype=self.config.model.dtype, remat=self.config.model.remat)
+                                       dtype=self.config.model.dtype, remat=self.config.model.remat,
+                                       remat_policy=self.config.model.remat_policy, scan_layers=scan)
         graphdef, abstract = abstract_model(cfg)
         shardings = state_shardings(abstract, self.mesh, self.train_rules)
         target = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh), abstract, shardings)
