@@ -520,15 +520,18 @@ def g_star(value):
 
 # --------------------------------------------------------------------------- builtins
 
-class _StrMeta(type):
+class _TypeMeta(type):
+    """`isinstance(v, str)`, `isinstance(v, list)` etc. keep working when the name is one of the
+    checked stand-ins below (each subclasses the real type it stands for)."""
+
     def __instancecheck__(cls, inst):
-        return isinstance(inst, str)
+        return isinstance(inst, cls.__bases__[0])
 
     def __subclasscheck__(cls, sub):
-        return issubclass(sub, str)
+        return issubclass(sub, cls.__bases__[0])
 
 
-class SafeStr(str, metaclass=_StrMeta):
+class SafeStr(str, metaclass=_TypeMeta):
     """Stands in for `str` in hook builtins: `str(x)` checks the size of x's text first,
     `isinstance(v, str)` and `str.lower(v)` behave as usual. Never instantiated."""
 
@@ -541,15 +544,7 @@ class SafeStr(str, metaclass=_StrMeta):
         return str(obj)
 
 
-class _IntMeta(type):
-    def __instancecheck__(cls, inst):
-        return isinstance(inst, int)
-
-    def __subclasscheck__(cls, sub):
-        return issubclass(sub, int)
-
-
-class SafeInt(int, metaclass=_IntMeta):
+class SafeInt(int, metaclass=_TypeMeta):
     """Stands in for `int`: parsing text in a power-of-two base has no digit limit in CPython,
     so `int('f' * 10**6, 16)` would skip the integer-size cap. Never instantiated."""
 
@@ -560,16 +555,6 @@ class SafeInt(int, metaclass=_IntMeta):
             if len(x) * bits_per_digit > MAX_INT_BITS:
                 raise HookMemoryError(f"int() of {len(x)} digits (cap {MAX_INT_BITS} bits)")
         return int(x, *args, **kwargs)
-
-
-class _TypeMeta(type):
-    """`isinstance(v, list)` etc. keep working when `list` is the checked stand-in below."""
-
-    def __instancecheck__(cls, inst):
-        return isinstance(inst, cls.__bases__[0])
-
-    def __subclasscheck__(cls, sub):
-        return issubclass(sub, cls.__bases__[0])
 
 
 def _materialize(iterable, what: str):
