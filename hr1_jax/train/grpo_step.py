@@ -73,8 +73,12 @@ def make_grpo_step(graphdef, rest, tx, loss_cfg: LossConfig, *, with_entropy: bo
             return (_sum_trees(g_acc, g), _sum_trees(sums, metrics["sums"]), ext, loss + l), None
 
         (grads, sums, ext, loss), _ = jax.lax.scan(body, zeros, batch)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = jax.tree.map(lambda p, u: p + u, state.params, updates)
+        updates, new_opt = tx.update(grads, state.opt_state, state.params)
+        # A minibatch of inert padding rows (fewer kept groups than slots) has a zero gradient,
+        # but Adam would still take a momentum step: such a minibatch changes nothing.
+        has_tokens = batch["loss_mask"].sum() > 0
+        params = jax.tree.map(lambda p, u: jnp.where(has_tokens, p + u, p), state.params, updates)
+        opt_state = jax.tree.map(lambda new, old: jnp.where(has_tokens, new, old), new_opt, state.opt_state)
         metrics = {"loss": loss, "grad_norm": global_norm(grads), "sums": sums, "extrema": ext}
         return TrainState(params, opt_state, state.step + 1), metrics
 

@@ -228,3 +228,24 @@ def test_sft_loss_is_over_the_tokenizer_ids():
     assert abs(float(m["loss"]) - nll[valid]) <= tol
     assert abs(nll[None] - nll[valid]) > tol      # the padded ids' mass matters: the check can fail
 
+
+
+def test_all_padding_minibatch_changes_neither_params_nor_optimizer_state():
+    section = base_config().mesh
+    mesh = make_mesh(section, devices=jax.devices()[:1])
+    graphdef, params, rest, rules = _setup(mesh, section)
+    tx = grpo_optimizer(base_config().train.grpo)
+    sh = state_sharding(tx, params, mesh, rules)
+    state = init_state(tx, params, sh)
+    batch = _grpo_batch(np.random.default_rng(2))
+    zeros = np.zeros(batch["loss_mask"].shape, np.float32)
+    real = dict(batch, old_logp=zeros, sampler_logp=zeros)
+    padding = dict(real, loss_mask=zeros, advantages=np.zeros_like(batch["advantages"]))
+    step = jit_step(make_grpo_step(graphdef, rest, tx, LossConfig(), temperature=0.7), sh, mesh)
+    with jax.set_mesh(mesh):
+        after_real, _ = step(state, real)   # Adam now has momentum
+        snapshot = [np.asarray(x) for x in jax.tree.leaves((after_real.params, after_real.opt_state))]
+        after_pad, metrics = step(after_real, padding)
+    assert float(metrics["grad_norm"]) == 0.0
+    for a, b in zip(snapshot, jax.tree.leaves((after_pad.params, after_pad.opt_state))):
+        np.testing.assert_array_equal(a, np.asarray(b))
