@@ -14,13 +14,8 @@ import time
 
 import pytest
 
-from hr1_jax.config import base_config
-from hr1_jax.data.rows import rl_row, write_jsonl
-from hr1_jax.rollout.batches import baseline_metadata, run_batch
-from hr1_jax.rollout.packets import dbbench_evidence
-from hr1_jax.rollout.pool import WorkerPool
-from hr1_jax.train.compact import SYSTEM, compact_user
-from hr1_jax.train.teacher.signals import detect
+from fixtures.dbbench_rows import dbbench_rl_rows
+from hr1_jax.data.rows import write_jsonl
 from hr1_jax.utils.tensorboard import read_events
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,16 +46,7 @@ COMPARE = ("train/loss", "train/kl", "train/entropy", "train/grad_norm", "reward
 @pytest.fixture(scope="module")
 def rows_file(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("resume")
-    config = base_config()
-    config.dbbench.backend = "sqlite"
-    rows = []
-    with WorkerPool(config, num_workers=1) as pool:
-        for batch_id, ids in enumerate(([0, 1], [2, 3])):
-            eps = run_batch(pool, "dbbench", "dev", ids, target=config.target.to_dict(), seed=0)
-            meta = baseline_metadata("dbbench", "dev", 0, eps, target_name=config.target.name)
-            packet, _ = dbbench_evidence(f"batch_{batch_id:03d}", eps, ids)
-            meta = dict(meta, batch_tag=f"resume_{batch_id}", packet_signals=detect("dbbench", packet))
-            rows.append(rl_row(SYSTEM, compact_user("dbbench", meta["packet_signals"], meta["baseline_pass"], 2), meta))
+    rows = dbbench_rl_rows("resume")
     path = str(tmp / "rows.jsonl")
     write_jsonl(path, rows)
     cfg = tmp / "cfg.py"

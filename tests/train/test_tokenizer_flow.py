@@ -12,15 +12,11 @@ import sys
 import pytest
 
 from configs.default import get_config
+from fixtures.dbbench_rows import dbbench_rl_rows
 from fixtures.hf_engineer import MODEL_VOCAB, TEMPLATES, TOKENIZER_VOCAB, save_engineer, save_tokenizer
-from hr1_jax.config import ConfigError, base_config
-from hr1_jax.data.rows import rl_row, sft_row, write_jsonl
-from hr1_jax.rollout.batches import baseline_metadata, run_batch
-from hr1_jax.rollout.packets import dbbench_evidence
-from hr1_jax.rollout.pool import WorkerPool
-from hr1_jax.train.compact import SYSTEM, compact_user
+from hr1_jax.config import ConfigError
+from hr1_jax.data.rows import sft_row, write_jsonl
 from hr1_jax.train.engine import Engineer
-from hr1_jax.train.teacher.signals import detect
 from models.hf_fixtures import cached_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,16 +41,7 @@ def get_config():
 
 def _rows(tmp) -> tuple[str, str]:
     """RL rows from real DBBench baselines (SQLite, scripted target) and SFT rows made from them."""
-    config = base_config()
-    config.dbbench.backend = "sqlite"
-    rl_rows = []
-    with WorkerPool(config, num_workers=1) as pool:
-        for batch, ids in enumerate(([0, 1], [2, 3])):
-            eps = run_batch(pool, "dbbench", "dev", ids, target=config.target.to_dict(), seed=0)
-            meta = baseline_metadata("dbbench", "dev", 0, eps, target_name=config.target.name)
-            packet, _ = dbbench_evidence(f"batch_{batch:03d}", eps, ids)
-            meta = dict(meta, batch_tag=f"flow_{batch}", packet_signals=detect("dbbench", packet))
-            rl_rows.append(rl_row(SYSTEM, compact_user("dbbench", meta["packet_signals"], meta["baseline_pass"], 2), meta))
+    rl_rows = dbbench_rl_rows("flow")
     sft_rows = [sft_row(r, "The agent repeats failing SQL.", {"actions": []}, "prefill_think_patch") for r in rl_rows]
     write_jsonl(str(tmp / "rl.jsonl"), rl_rows)
     write_jsonl(str(tmp / "sft.jsonl"), sft_rows)
