@@ -82,12 +82,10 @@ def compile_patch_for_run(patch: dict, benchmark: str, section=None) -> Compiled
     config section (a ConfigDict or a plain dict; missing keys take the section's defaults)."""
     from hr1_jax.patch.config import defaults
     from hr1_jax.patch.schema import normalize_options
-    merged = defaults().to_dict()
+    cfg = defaults()
     if section is not None:
         items = section.items() if hasattr(section, "items") else vars(section).items()
-        merged.update({k: v for k, v in items if k in merged})
-    cfg = defaults()
-    cfg.update(merged)
+        cfg.update({k: v for k, v in items if k in cfg})
     return compile_patch(patch, benchmark, time_budget_s=float(cfg.time_budget_s), line_budget=int(cfg.line_budget),
                          isolation=cfg.isolation, cpu_budget_s=float(cfg.cpu_budget_s),
                          memory_mb=int(cfg.memory_mb), **normalize_options(cfg))
