@@ -53,7 +53,7 @@ def teacher_stage(config, workdir: str) -> int:
     cache = config.rollout.cache_dir or os.path.join(workdir, "reward_cache")
     with RewardContext(config, cache_dir=cache) as ctx:
         sft_rows, stats = build_sft_rows(rows, make_teacher(config.train.teacher), ctx,
-                                         min_delta=config.train.teacher.min_delta)
+                                         min_delta=config.train.teacher.min_delta, keep=config.train.teacher.keep)
     out = os.path.join(workdir, "rows", "sft_rows.jsonl")
     write_jsonl(out, sft_rows)
     with open(os.path.join(workdir, "teacher_stats.json"), "w") as f:

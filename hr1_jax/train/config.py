@@ -72,6 +72,7 @@ def defaults() -> ml_collections.ConfigDict:
     c.teacher.retries = 3
     c.teacher.candidates = 3        # template variants scored per row; the best with delta >= 0 is kept
     c.teacher.min_delta = 0.0
+    c.teacher.keep = "best"         # best: one SFT row per row (its best candidate); all: every qualifying one
 
     # `hr1 demo`: task sets per benchmark (train rows for SFT/GRPO, held-out rows for the table).
     c.demo = ml_collections.ConfigDict()
@@ -118,6 +119,7 @@ def validate(c, config) -> None:
     require(c.teacher.kind in TEACHERS, "train.teacher.kind", f"must be one of {TEACHERS}")
     require(c.teacher.kind != "endpoint" or bool(c.teacher.base_url), "train.teacher.base_url",
             "required when train.teacher.kind='endpoint'")
+    require(c.teacher.keep in ("best", "all"), "train.teacher.keep", "must be 'best' or 'all'")
     require(c.teacher.candidates >= 1, "train.teacher.candidates", "must be >= 1")
     for bench in c.demo.benchmarks:
         require(bench in c.demo, f"train.demo.{bench}", "task sets missing for a demo benchmark")

@@ -1,5 +1,6 @@
 """The teacher's SFT rows come from real reruns: every candidate is scored by the paired-rerun
-reward (DBBench on SQLite, scripted target) and only the best with delta >= min_delta is kept."""
+reward (DBBench on SQLite, scripted target) and only the best with delta >= min_delta is kept
+(keep="all": every candidate with delta >= min_delta)."""
 import pytest
 
 from hr1_jax.config import base_config
@@ -33,6 +34,13 @@ def test_teacher_rows_are_rerun_filtered(tmp_path):
             assert meta_k["teacher_score"] >= 0.0
             assert kept[0]["messages"][-1]["role"] == "assistant"
             assert not kept[0]["messages"][-1]["content"].startswith("<think>")
+        # keep="all": one SFT row per qualifying candidate, the best among them; scores from the cache
+        every, stats_all = build_sft_rows([row], teacher, ctx, min_delta=0.0, keep="all")
+        n_ok = n_cand - stats_all["negative"]
+        assert len(every) == stats_all["kept"] == n_ok and stats_all["rows_kept"] == (1 if n_ok else 0)
+        assert len({r["messages"][-1]["content"] for r in every}) == n_ok
+        if kept:
+            assert max(r["metadata"]["teacher_score"] for r in every) == kept[0]["metadata"]["teacher_score"]
         # an impossible bar keeps nothing; the scores now come from the cache
         none, stats2 = build_sft_rows([row], teacher, ctx, min_delta=2.0)
         assert none == [] and stats2["negative"] == n_cand

@@ -23,9 +23,14 @@ def make_teacher(section):
     return TemplateTeacher(max_candidates=section.candidates)
 
 
-def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: float = 0.0
+KEEP = ("best", "all")
+
+
+def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: float = 0.0, keep: str = "best"
                    ) -> tuple[list[dict], dict]:
     """Returns (SFT rows, stats). Each SFT row: {"messages": prompt + assistant, "metadata": {...}}."""
+    if keep not in KEEP:
+        raise ValueError(f"keep must be one of {KEEP}, got {keep!r}")
     flat_rows, flat_texts, owners = [], [], []
     for i, row in enumerate(progress(rows, desc="teacher: write candidates", unit="row")):
         for label, text in teacher.responses(row):
@@ -36,7 +41,7 @@ def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: 
     results = map_in_chunks(lambda part: score_group([r for r, _ in part], [t for _, t in part], ctx),
                             list(zip(flat_rows, flat_texts)), chunk=4 * ctx.pool.num_workers, in_flight=2,
                             desc="teacher: rerun candidates", unit="patch") if flat_rows else []
-    best: dict[int, tuple[float, str, str, object]] = {}
+    chosen: dict[int, list[tuple[float, str, str, object]]] = {}
     stats = {"rows": len(rows), "candidates": len(flat_rows), "invalid": 0, "eval_failed": 0,
              "negative": 0, "kept": 0}
     for (i, label), text, res in zip(owners, flat_texts, results):
@@ -46,19 +51,19 @@ def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: 
         if res.score < min_delta:
             stats["negative"] += 1
             continue
-        if i not in best or res.score > best[i][0]:
-            best[i] = (res.score, label, text, res)
+        chosen.setdefault(i, []).append((res.score, label, text, res))
     out = []
-    for i in sorted(best):
-        score, label, text, res = best[i]
-        row = rows[i]
-        meta = dict(row.get("metadata") or {}, teacher=teacher.name, teacher_variant=label,
-                    teacher_score=score, teacher_delta_pass_rate=res.delta_pass_rate)
-        out.append({"messages": list(row["prompt"]) + [{"role": "assistant", "content": text}],
-                    "metadata": meta})
-    stats["kept"] = len(out)
     stats["variants"] = {}
-    for i in best:
-        stats["variants"][best[i][1]] = stats["variants"].get(best[i][1], 0) + 1
+    for i in sorted(chosen):
+        cands = chosen[i] if keep == "all" else [max(chosen[i], key=lambda c: c[0])]
+        for score, label, text, res in cands:
+            row = rows[i]
+            meta = dict(row.get("metadata") or {}, teacher=teacher.name, teacher_variant=label,
+                        teacher_score=score, teacher_delta_pass_rate=res.delta_pass_rate)
+            out.append({"messages": list(row["prompt"]) + [{"role": "assistant", "content": text}],
+                        "metadata": meta})
+            stats["variants"][label] = stats["variants"].get(label, 0) + 1
+    stats["kept"] = len(out)
+    stats["rows_kept"] = len(chosen)
     log_event("teacher", "sft_rows", **stats)
     return out, stats
