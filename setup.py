@@ -28,8 +28,8 @@ INSTALL_REQUIRES = [
 
 EXTRAS = {
     # torch is a test-only dependency (Hugging Face PyTorch parity); the exact pin takes the local
-    # CPU wheel instead of a multi-GB CUDA build.
-    "test": ["pytest>=8", "torch==2.13.0"],
+    # CPU wheel instead of a multi-GB CUDA build. pyflakes lints the teacher's hook programs as code.
+    "test": ["pytest>=8", "torch==2.13.0", "pyflakes>=3"],
     # The real ALFWorld/TextWorld engine (compiles fast-downward from source, ~5 min on 2 cores).
     "alfworld": ["alfworld==0.4.2"],
     # Evaluation reports: plots embedded in report.html.

@@ -24,7 +24,7 @@ class TemplateTeacher:
         signals = (row.get("metadata") or {}).get("packet_signals") or detect(bench, row)
         all_names = module_names(bench)
         evidenced = [n for n in all_names if n in signals]
-        tips = [m.name for m in LIBRARY[bench] if m.skill and not m.guard and not m.stage_test]
+        tips = [m.name for m in LIBRARY[bench] if m.skill and not m.guard and not m.stage]
         out: list[tuple[str, list[str]]] = []
         for label, names in (("evidenced", evidenced),
                              ("evidenced+tips", [n for n in all_names if n in set(evidenced) | set(tips)]),
