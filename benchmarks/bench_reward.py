@@ -8,12 +8,16 @@ The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 resp
 responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
 same group again ("warm", all cache hits), and of scoring every valid response separately with no
 sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately.
+`speedup` is the cold group's 1-worker median over this row's; `ceiling` is what the machine allows
+in the same run: a pure-CPU control (the same Python work split over as many spawned processes, vs
+one) measured right after the row, so a loaded box shows up as a low ceiling, not as a slow pool.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -67,6 +71,31 @@ def group_texts() -> list[str]:
     return texts
 
 
+def _burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def cpu_ceiling(workers: int, repeats: int, n: int = 1_500_000) -> float:
+    """Median speedup of `workers` spawned processes over one on the same pure-Python work."""
+    ctx = multiprocessing.get_context("spawn")
+    jobs = [n] * (2 * workers)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as one, \
+            concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as many:
+        list(one.map(_burn, [1])), list(many.map(_burn, [1] * workers))   # start the processes
+        ratios = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(one.map(_burn, jobs))
+            serial = time.perf_counter() - t
+            t = time.perf_counter()
+            list(many.map(_burn, jobs))
+            ratios.append(serial / (time.perf_counter() - t))
+    return statistics.median(ratios)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--benchmark", default="dbbench")
@@ -86,9 +115,11 @@ def main(argv=None) -> int:
     rows = [row] * len(texts)
     print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
-          f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}")
-    print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'warm_s':>7} {'no_dedupe_s':>11} {'evals':>5} "
-          f"{'dedupe_saving':>13} {'mean_score':>10}")
+          f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}; "
+          f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'speedup':>7} {'ceiling':>7} {'warm_s':>7} "
+          f"{'no_dedupe_s':>11} {'evals':>5} {'dedupe_saving':>13} {'mean_score':>10}")
+    cold1 = None
     for n in [int(x) for x in args.workers.split(",")]:
         t0 = time.perf_counter()
         pool = WorkerPool(c, num_workers=n)
@@ -116,8 +147,12 @@ def main(argv=None) -> int:
         finally:
             pool.close()
         med = statistics.median
-        print(f"{n:>7} {startup:>9.2f} {med(cold):>7.2f} {med(warm):>7.3f} {med(nodedupe):>11.2f} {evals:>5} "
-              f"{1 - med(cold) / med(nodedupe):>12.0%} {statistics.fmean(scores):>10.3f}")
+        cold1 = cold1 or med(cold)
+        ceiling = cpu_ceiling(n, args.repeats) if n > 1 else 1.0
+        print(f"{n:>7} {startup:>9.2f} {med(cold):>7.3f} {cold1 / med(cold):>6.2f}x {ceiling:>6.2f}x "
+              f"{med(warm):>7.3f} {med(nodedupe):>11.2f} {evals:>5} {1 - med(cold) / med(nodedupe):>12.0%} "
+              f"{statistics.fmean(scores):>10.3f}")
+    print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -7,7 +7,7 @@ import json
 import os
 
 from hr1_jax.rollout.identity import batch_identity
-from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool
+from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool, worker_shares
 from hr1_jax.utils.jsonsafe import write_json, write_jsonl
 
 WEBSHOP_NOTE = ("WebShop SUBSTITUTE: a self-contained synthetic catalog with the real instruction texts, "
@@ -16,8 +16,9 @@ WEBSHOP_NOTE = ("WebShop SUBSTITUTE: a self-contained synthetic catalog with the
 
 def run_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
               seed: int, patch: dict | None = None, on_result=None) -> list[dict]:
-    """One job per task (spread over the workers); results sorted by task id."""
-    handles = [pool.submit(JobSpec(benchmark, split, [int(t)], patch, target, seed)) for t in task_ids]
+    """One job per worker share of the tasks; results sorted by task id."""
+    handles = [pool.submit(JobSpec(benchmark, split, share, patch, target, seed))
+               for share in worker_shares(task_ids, pool.num_workers)]
     out = []
     for h in handles:
         for ep in h.results():

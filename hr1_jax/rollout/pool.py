@@ -5,11 +5,13 @@ spawn-context processes with CPU-only JAX and accelerators hidden; each keeps it
 between jobs (building a catalog or opening a DB server connection is the slow part). Every worker
 talks to the parent over its own pipe (no shared queue lock a killed worker could leave held).
 
-Per-task results stream back as they finish. A worker that dies (crash, SIGKILL) or overruns the
-per-job wall-clock budget is killed (SIGTERM, then SIGKILL) and replaced, and the job's unfinished
-tasks are retried up to `max_retries` times; episodes that ended in an infra error are retried the
-same way. After that the remaining tasks come back with status "infra_error" and reward None, so
-callers can exclude them — the pool never hangs and never invents a score.
+Per-task results stream back as they finish. A worker that dies (crash, SIGKILL) or runs one task
+past the wall-clock budget (`job_timeout_s`, restarted at every streamed result) is killed (SIGTERM,
+then SIGKILL) and replaced. The task it was running is retried up to `max_retries` times; the job's
+tasks after it never started, so they are requeued under the job's attempt count so far. Episodes
+that ended in an infra error are retried the same way. After that the remaining tasks come back
+with status "infra_error" and reward None, so callers can exclude them — the pool never hangs and
+never invents a score.
 """
 from __future__ import annotations
 
@@ -39,6 +41,16 @@ INFRA_ERROR = "infra_error"
 _ENV_LOCK = threading.Lock()
 
 
+def worker_shares(task_ids: list[int], num_workers: int) -> list[list[int]]:
+    """Contiguous, near-equal shares of a batch, one per worker: a ~1 ms SQLite episode costs about
+    as much as one job's round trip, so one job per task would spend half the pool on messaging."""
+    ids = [int(t) for t in task_ids]
+    n = max(1, min(len(ids), int(num_workers)))
+    size, extra = divmod(len(ids), n)
+    bounds = [i * size + min(i, extra) for i in range(n + 1)]
+    return [ids[bounds[i]:bounds[i + 1]] for i in range(n) if bounds[i + 1] > bounds[i]]
+
+
 def failed_episode(benchmark: str, split: str, task_id: int, seed: int, error: str) -> dict:
     """The result row of a task the pool could not run (never scored)."""
     return {"benchmark": benchmark, "split": split, "task_id": int(task_id), "seed": int(seed),
@@ -53,19 +65,97 @@ class _FatalJobError(Exception):
     """A job that can never succeed (unknown task id, patch that does not compile): not retried."""
 
 
+class JobRunner:
+    """Runs a job's tasks in this process, keeping environments, task indexes and compiled patches
+    between jobs (the subprocess worker and the Ray actor both drive one)."""
+
+    def __init__(self, config_dict: dict):
+        import ml_collections
+        self.config = ml_collections.ConfigDict(config_dict) if config_dict else None
+        self.envs: dict = {}
+        self.task_index: dict = {}
+        self.compiled: dict = {}
+
+    def prepare(self, job: dict):
+        """(env, tasks by id, compiled patch or None); _FatalJobError when no attempt can succeed."""
+        from envs.registry import make_env
+        try:
+            key = job["benchmark"]
+            if key not in self.envs:
+                self.envs[key] = make_env(key, self.config)
+            env = self.envs[key]
+            tkey = (key, job["split"])
+            if tkey not in self.task_index:
+                self.task_index[tkey] = {t.task_id: t for t in env.tasks(job["split"])}
+            missing = [t for t in job["task_ids"] if t not in self.task_index[tkey]]
+            if missing:
+                raise _FatalJobError(f"{key}/{job['split']} has no tasks {missing}")
+            return env, self.task_index[tkey], self._patch(job, env)
+        except _FatalJobError:
+            raise
+        except Exception as e:
+            if isinstance(e, (KeyError, ValueError)) or type(e).__name__ == "PatchError":
+                raise _FatalJobError(f"{type(e).__name__}: {e}") from e
+            raise
+
+    def _patch(self, job: dict, env):
+        if not job.get("patch"):
+            return None
+        patch_key = (env.benchmark, json.dumps(job["patch"], sort_keys=True))
+        patch = self.compiled.get(patch_key)
+        if patch is None:  # one patch is rerun task by task: compile it once
+            from hr1_jax.patch.compiled import compile_patch_for_run
+            patch = compile_patch_for_run(job["patch"], env.benchmark,
+                                          self.config.patch_protocol if self.config is not None else None)
+            if len(self.compiled) >= 64:
+                self.compiled.pop(next(iter(self.compiled)))
+            self.compiled[patch_key] = patch
+        return patch
+
+    def episode(self, job: dict, env, tasks: dict, patch, tid: int) -> tuple[dict, object]:
+        """One task's result dict, and the env to use next (rebuilt after an infra error)."""
+        from envs.registry import make_env
+        from hr1_jax.agents.factory import build_agent
+        from hr1_jax.runtime import run_episode
+        task = tasks[tid]
+        agent = build_agent(task, job["seed"], job["target"])
+        result = run_episode(env, agent, task, patch, config=self.config, seed=job["seed"]).to_dict()
+        key = job["benchmark"]
+        if result["status"] == INFRA_ERROR and key in self.envs:  # rebuild a possibly broken env
+            try:
+                self.envs.pop(key).close()
+            except Exception:
+                pass
+            env = self.envs[key] = make_env(key, self.config)
+        return result, env
+
+    def run(self, job: dict, emit) -> None:
+        """Every task of `job`, each result emitted as ("result", job_id, episode) as it finishes,
+        then ("done" | "fatal" | "error", job_id, detail)."""
+        job_id = job["job_id"]
+        try:
+            env, tasks, patch = self.prepare(job)
+            for tid in job["task_ids"]:
+                result, env = self.episode(job, env, tasks, patch, tid)
+                emit(("result", job_id, result))
+            emit(("done", job_id, None))
+        except _FatalJobError as e:
+            emit(("fatal", job_id, str(e)))
+        except Exception as e:
+            emit(("error", job_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            try:
+                env.close()
+            except Exception:
+                pass
+
+
 def _worker_main(conn, config_dict: dict) -> None:
     os.environ.update(WORKER_ENV)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown
-    import ml_collections
-
-    from envs.registry import make_env
-    from hr1_jax.agents.factory import build_agent
-    from hr1_jax.runtime import run_episode
-
-    config = ml_collections.ConfigDict(config_dict) if config_dict else None
-    envs: dict = {}
-    task_index: dict = {}
-    compiled: dict = {}
+    runner = JobRunner(config_dict)
     while True:
         try:
             job = conn.recv()
@@ -73,57 +163,8 @@ def _worker_main(conn, config_dict: dict) -> None:
             return
         if job is None:
             break
-        job_id = job["job_id"]
-        try:
-            try:
-                key = job["benchmark"]
-                if key not in envs:
-                    envs[key] = make_env(key, config)
-                env = envs[key]
-                tkey = (key, job["split"])
-                if tkey not in task_index:
-                    task_index[tkey] = {t.task_id: t for t in env.tasks(job["split"])}
-                missing = [t for t in job["task_ids"] if t not in task_index[tkey]]
-                if missing:
-                    raise _FatalJobError(f"{key}/{job['split']} has no tasks {missing}")
-                patch = None
-                if job.get("patch"):
-                    patch_key = (env.benchmark, json.dumps(job["patch"], sort_keys=True))
-                    patch = compiled.get(patch_key)
-                    if patch is None:  # one patch is rerun task by task: compile it once
-                        from hr1_jax.patch.compiled import compile_patch_for_run
-                        patch = compile_patch_for_run(job["patch"], env.benchmark,
-                                                      config.patch_protocol if config is not None else None)
-                        if len(compiled) >= 64:
-                            compiled.pop(next(iter(compiled)))
-                        compiled[patch_key] = patch
-            except _FatalJobError:
-                raise
-            except Exception as e:
-                if isinstance(e, (KeyError, ValueError)) or type(e).__name__ == "PatchError":
-                    raise _FatalJobError(f"{type(e).__name__}: {e}") from e
-                raise
-            for tid in job["task_ids"]:
-                task = task_index[tkey][tid]
-                agent = build_agent(task, job["seed"], job["target"])
-                result = run_episode(env, agent, task, patch, config=config, seed=job["seed"]).to_dict()
-                if result["status"] == INFRA_ERROR and key in envs:  # rebuild a possibly broken env
-                    try:
-                        envs.pop(key).close()
-                    except Exception:
-                        pass
-                    env = envs[key] = make_env(key, config)
-                conn.send(("result", job_id, result))
-            conn.send(("done", job_id, None))
-        except _FatalJobError as e:
-            conn.send(("fatal", job_id, str(e)))
-        except Exception as e:
-            conn.send(("error", job_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
-    for env in envs.values():
-        try:
-            env.close()
-        except Exception:
-            pass
+        runner.run(job, conn.send)
+    runner.close()
 
 
 # --- parent side ------------------------------------------------------------------------------
@@ -302,9 +343,17 @@ class WorkerPool:
         log_event("rollout", "worker_replaced", pid=w.proc.pid, reason=reason,
                   job=job.handle.job_id if job else None)
         if job is not None:
-            self._retry_or_fail(job, job.remaining + w.retry_tasks, reason)
+            self._blame_in_flight(job, w.retry_tasks, reason)
 
     # jobs
+    def _blame_in_flight(self, job: _Job, retry_tasks: list[int], reason: str) -> None:
+        """A dead or overrun worker was running the job's first remaining task: only that task (and
+        episodes that ended in infra errors) uses up a retry; the rest never started."""
+        rest = job.remaining[1:]
+        if rest:
+            self._pending.append(_Job(job.handle, rest, attempts=job.attempts, last_error=reason))
+        self._retry_or_fail(job, job.remaining[:1] + retry_tasks, reason)
+
     def _retry_or_fail(self, job: _Job, tasks: list[int], reason: str) -> None:
         job.last_error = reason
         if not tasks:
@@ -339,6 +388,7 @@ class WorkerPool:
             tid = int(payload["task_id"])
             if tid in job.remaining:
                 job.remaining.remove(tid)
+            w.deadline = time.monotonic() + self.job_timeout_s  # the budget is per task
             if payload["status"] == INFRA_ERROR and job.attempts < self.max_retries:
                 w.retry_tasks.append(tid)
                 job.last_error = payload.get("error") or ""

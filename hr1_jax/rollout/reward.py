@@ -349,9 +349,15 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
     results: list[RewardResult | None] = [None] * len(rows)
     unique: dict[str, tuple[dict, dict]] = {}
     slots: dict[str, list[int]] = {}
+    prepared: dict = {}   # a GRPO group repeats texts: parse, compile and hash each distinct one once
     for i, (row, text) in enumerate(zip(rows, responses)):
         meta = _meta(row, ctx)
-        patch, key, rejected = _keyed_patch(text, meta, ctx)
+        memo = (text, id(row.get("metadata")))
+        if memo not in prepared:
+            prepared[memo] = _keyed_patch(text, meta, ctx)
+        elif prepared[memo][2] is not None:
+            ctx.count("invalid", 1)
+        patch, key, rejected = prepared[memo]
         if rejected is not None:
             results[i] = rejected
             continue
