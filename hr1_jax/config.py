@@ -11,6 +11,9 @@ import importlib
 
 import ml_collections
 
+# the sections import these from here; defined in a leaf so envs/ sections need not import this module
+from hr1_jax.utils.config_errors import ConfigError, require
+
 # section name -> module owning its defaults and validation
 SECTIONS: dict[str, str] = {
     "patch_protocol": "hr1_jax.patch.config",
@@ -27,19 +30,6 @@ SECTIONS: dict[str, str] = {
 }
 
 BENCHMARKS = ("webshop", "alfworld", "dbbench")
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; `key` is its dotted path (e.g. `train.grpo.lr`)."""
-
-    def __init__(self, key: str, message: str):
-        self.key = key
-        super().__init__(f"config.{key}: {message}")
-
-
-def require(condition: bool, key: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(key, message)
 
 
 def base_config() -> ml_collections.ConfigDict:

@@ -1,7 +1,7 @@
 """Config section `alfworld` (reference spec §4.2, environments.md §1)."""
 import ml_collections
 
-from hr1_jax.config import require
+from hr1_jax.utils.config_errors import require
 
 
 def defaults() -> ml_collections.ConfigDict:

@@ -1,7 +1,7 @@
 """Config section `dbbench` (reference spec §4.3, environments.md §3)."""
 import ml_collections
 
-from hr1_jax.config import require
+from hr1_jax.utils.config_errors import require
 
 BACKENDS = ("auto", "mariadb", "sqlite")
 

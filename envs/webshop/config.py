@@ -1,7 +1,7 @@
 """Config section `webshop` (substitute environment; reference spec §4.1, environments.md §2c)."""
 import ml_collections
 
-from hr1_jax.config import require
+from hr1_jax.utils.config_errors import require
 
 
 def defaults() -> ml_collections.ConfigDict:
