@@ -37,23 +37,76 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "mer
 SPM_FILE = "engineer_spm.model"   # the project SentencePiece model inside a checkpoint folder
 
 
+TOOLS_HEAD = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+              "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+TOOLS_TAIL = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+              "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+              "\"arguments\": <args-json-object>}\n</tool_call>")
+EMPTY_THINK = f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n"
+
+
+def tools_block(tools: Sequence[dict]) -> str:
+    """The tool schema as Qwen3's template appends it to the system message."""
+    return TOOLS_HEAD + "".join("\n" + json.dumps(t, ensure_ascii=False) for t in tools) + TOOLS_TAIL
+
+
+def tool_call_text(call: dict) -> str:
+    """One structured tool call as the Hermes/Qwen3 `<tool_call>{json}</tool_call>` text."""
+    fn = call.get("function") or {}
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            raise ValueError(f"tool call {fn.get('name')!r} has arguments that are not JSON: {args[:80]!r}") from None
+    return (f'<tool_call>\n{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, '
+            f'"arguments": {json.dumps(args if args is not None else {}, ensure_ascii=False)}}}\n</tool_call>')
+
+
+def _assistant_text(m: dict, enable_thinking: bool) -> str:
+    content = m.get("content") or ""
+    calls = [tool_call_text(c) for c in m.get("tool_calls") or []]
+    body = content + "".join(("\n" if i or content else "") + c for i, c in enumerate(calls))
+    # Thinking off: every assistant turn carries the empty think block the generation prompt opens.
+    head = EMPTY_THINK if not enable_thinking and THINK_OPEN not in content else ""
+    return f"{IM_START}assistant\n{head}{body}{IM_END}\n"
+
+
 def format_chat(messages: Sequence[dict], add_generation_prompt: bool = True,
-                enable_thinking: bool = True) -> str:
+                enable_thinking: bool = True, tools: Sequence[dict] | None = None) -> str:
     """Qwen chat text: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message.
 
     With `add_generation_prompt` the assistant turn is opened; with `enable_thinking` it is
     pre-filled with `<think>\\n` (the model continues its reasoning), otherwise with an empty think
-    block `<think>\\n\\n</think>\\n\\n` as Qwen3's template does for non-thinking mode.
+    block `<think>\\n\\n</think>\\n\\n` as Qwen3's template does for non-thinking mode (and then
+    every assistant turn of the history carries that block too, so a conversation's rendering is a
+    prefix of its continuation's). Agent conversations follow Qwen3's tool format: `tools` appended
+    to the system message, assistant `tool_calls` as `<tool_call>{json}</tool_call>`, consecutive
+    `tool` messages as `<tool_response>` blocks of one user turn.
     """
+    messages = list(messages)
+    if tools and (not messages or messages[0].get("role") != "system"):
+        messages.insert(0, {"role": "system", "content": ""})
     parts = []
-    for m in messages:
+    for i, m in enumerate(messages):
         role, content = m.get("role"), m.get("content")
+        if role == "assistant" and content is None and m.get("tool_calls"):
+            content = ""
         if role not in ("system", "user", "assistant", "tool") or not isinstance(content, str):
             raise ValueError(f"bad chat message {m!r}: need role in system/user/assistant/tool and str content")
-        parts.append(f"{IM_START}{role}\n{content}{IM_END}\n")
+        if role == "assistant":
+            parts.append(_assistant_text(m, enable_thinking))
+        elif role == "tool":
+            prev, nxt = (messages[j].get("role") if 0 <= j < len(messages) else None for j in (i - 1, i + 1))
+            parts.append((f"{IM_START}user" if prev != "tool" else "")
+                         + f"\n<tool_response>\n{content}\n</tool_response>" + (f"{IM_END}\n" if nxt != "tool" else ""))
+        else:
+            extra = tools_block(tools) if role == "system" and i == 0 and tools else ""
+            text = content + extra if content else extra.lstrip("\n")   # Qwen3: no blank lines before a bare tools block
+            parts.append(f"{IM_START}{role}\n{text}{IM_END}\n")
     if add_generation_prompt:
         parts.append(f"{IM_START}assistant\n")
-        parts.append(f"{THINK_OPEN}\n" if enable_thinking else f"{THINK_OPEN}\n\n{THINK_CLOSE}\n\n")
+        parts.append(f"{THINK_OPEN}\n" if enable_thinking else EMPTY_THINK)
     return "".join(parts)
 
 
@@ -95,8 +148,9 @@ class Tokenizer:
         return [i for i in map(int, ids) if 0 <= i < self.vocab_size]
 
     def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True,
-                            enable_thinking: bool = True, tokenize: bool = False) -> str | list[int]:
-        text = format_chat(messages, add_generation_prompt, enable_thinking)
+                            enable_thinking: bool = True, tokenize: bool = False,
+                            tools: Sequence[dict] | None = None) -> str | list[int]:
+        text = format_chat(messages, add_generation_prompt, enable_thinking, tools)
         return self.encode(text) if tokenize else text
 
 
@@ -187,16 +241,58 @@ class HFTokenizer(Tokenizer):
         return bool(getattr(self.tok, "chat_template", None))
 
     def apply_chat_template(self, messages, add_generation_prompt=True, enable_thinking=True,
-                            tokenize=False):
+                            tokenize=False, tools=None):
         if not self.has_chat_template:
-            return super().apply_chat_template(messages, add_generation_prompt, enable_thinking, tokenize)
+            return super().apply_chat_template(messages, add_generation_prompt, enable_thinking, tokenize, tools)
         # The checkpoint's own template is authoritative (Qwen3/3.5 read `enable_thinking`).
         # transformers needs jinja2 here (listed in setup.py); tokenize=False then encode ourselves
         # because tokenize=True returns a BatchEncoding in transformers 5.
-        text = self.tok.apply_chat_template(list(messages), tokenize=False,
+        text = self.tok.apply_chat_template(list(messages), tokenize=False, tools=list(tools) if tools else None,
                                             add_generation_prompt=add_generation_prompt,
                                             enable_thinking=enable_thinking)
         return self.encode(text) if tokenize else text
+
+
+def render_conversation(tokenizer: Tokenizer, messages: Sequence[dict], tools: Sequence[dict] | None = None,
+                        enable_thinking: bool = False) -> tuple[list[int], list[int]]:
+    """Token ids of a whole multi-turn conversation and a per-token mask: 1 on every assistant
+    turn's tokens (content, tool calls, `<|im_end|>`), 0 elsewhere.
+
+    Each assistant turn is cut out of the full rendering exactly where the generation prompt of its
+    history ends, so training sees the tokens a server generates after `apply_chat_template(history,
+    add_generation_prompt=True)`; every segment is encoded on its own, as a prompt and a completion
+    are at inference. A chat template whose history rendering is not a prefix of the full rendering
+    (e.g. one that drops earlier reasoning) cannot be trained this way: ValueError.
+    """
+    render = lambda msgs, gen: tokenizer.apply_chat_template(msgs, add_generation_prompt=gen,
+                                                             enable_thinking=enable_thinking, tools=tools)
+    full = render(messages, False)
+    ids: list[int] = []
+    mask: list[int] = []
+
+    def add(text: str, on: int) -> None:
+        piece = tokenizer.encode(text) if text else []
+        ids.extend(piece)
+        mask.extend([on] * len(piece))
+
+    pos = 0
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        head = render(messages[:i], True) if i else ""
+        if not i or not full.startswith(head) or len(head) < pos:
+            raise ValueError(f"chat template of {tokenizer.source}: the generation prompt of turn {i} is not a "
+                             "prefix of the conversation's rendering (or the conversation opens with an assistant "
+                             "turn); multi-turn SFT needs a prefix-consistent template")
+        end = full.find(IM_END, len(head))
+        if end < 0:
+            raise ValueError(f"chat template of {tokenizer.source}: assistant turn {i} does not end with {IM_END}")
+        end += len(IM_END)
+        add(full[pos:len(head)], 0)
+        add(full[len(head):end], 1)
+        pos = end
+    add(full[pos:], 0)
+    return ids, mask
 
 
 def train_sentencepiece(texts: Iterable[str], out_prefix: str | os.PathLike | None = None,

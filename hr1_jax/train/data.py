@@ -106,7 +106,8 @@ def bucket_length(n: int, buckets: Sequence[int]) -> int | None:
 
 
 def pad_batch(examples: Sequence[dict], length: int, pad_id: int, rows: int | None = None) -> dict:
-    """Right-pad to `length`; `loss_mask[t]` marks target `ids[t+1]` in the continuation.
+    """Right-pad to `length`; `loss_mask[t]` marks target `ids[t+1]` in the continuation (or, for an
+    example with a `token_mask`, wherever that mask marks `ids[t+1]`).
 
     `rows` > len(examples) appends all-pad rows with an all-zero mask (keeps shapes static).
     """
@@ -118,7 +119,10 @@ def pad_batch(examples: Sequence[dict], length: int, pad_id: int, rows: int | No
         n = len(ex["ids"])
         ids[r, :n] = ex["ids"]
         attn[r, :n] = 1
-        mask[r, ex["n_prompt"] - 1:n - 1] = 1.0
+        if "token_mask" in ex:   # multi-turn (agent SFT): 1 on every trained token of the sequence
+            mask[r, :n - 1] = ex["token_mask"][1:n]
+        else:
+            mask[r, ex["n_prompt"] - 1:n - 1] = 1.0
     return {"input_ids": ids, "attention_mask": attn, "loss_mask": mask}
 
 

@@ -31,21 +31,29 @@ def _accum(batch: dict, accum: int) -> dict:
 
 
 def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
-    s = config.train.sft
     rows_path = config.train.sft_rows or os.path.join(workdir, "rows", "sft_rows.jsonl")
     rows = read_jsonl(rows_path)
     if not rows:
         raise ValueError(f"no SFT rows in {rows_path}")
     eng = Engineer(config, stage="sft")
+    return fit(config, workdir, eng, rows, lambda r: sft_example(r["messages"], eng.tokenizer), tb_dir=tb_dir)
+
+
+def fit(config, workdir: str, eng: Engineer, rows: list[dict], to_example, *, stage: str = "sft",
+        tb_dir: str | None = None) -> dict:
+    """Rows -> examples (`to_example(row)`: ids and n_prompt or a token_mask; a row it rejects with
+    KeyError/ValueError is logged and counted) -> config.train.sft training of `eng` under `workdir`
+    (checkpoints, resume, TensorBoard) -> WORKDIR/final_params. Returns the summary."""
+    s = config.train.sft
     eng.require_batch_divisible(s.batch_size, "train.sft.batch_size")
     tok = eng.tokenizer
     examples, bad = [], 0
     for r in rows:
         try:
-            ex = sft_example(r["messages"], tok)
+            ex = to_example(r)
         except (KeyError, ValueError) as e:
             bad += 1
-            log_event("sft", "bad_row", error=str(e)[:200])
+            log_event(stage, "bad_row", error=str(e)[:200])
             continue
         examples.append(ex)
     buckets = [b for b in s.buckets if b <= s.max_seq_len]
@@ -55,7 +63,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
     total = len(ds)
     if total == 0:
         raise ValueError(f"no SFT batch fits train.sft.buckets={list(buckets)} ({dropped} rows too long)")
-    log_event("sft", "data", rows=len(rows), bad_rows=bad, too_long=dropped, steps=total,
+    log_event(stage, "data", rows=len(rows), bad_rows=bad, too_long=dropped, steps=total,
               tokens=int(sum(len(e["ids"]) for e in examples)))
 
     tx = sft_optimizer(s, total)
@@ -72,7 +80,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
                                      valid_vocab_size=tok.vocab_size), sh, eng.mesh)
     tb = TensorBoardWriter(tb_dir or os.path.join(workdir, "tensorboard"))
     start = int(state.step)
-    bar = progress(total=total, initial=start, desc="sft", unit="step")
+    bar = progress(total=total, initial=start, desc=stage, unit="step")
     last = {}
     t_start = time.monotonic()
     with jax.set_mesh(eng.mesh):
@@ -96,7 +104,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
     ckpt.close()
     tb.close()
     eng.export(state.params, workdir)
-    summary = {"steps": total, "rows": len(rows), "examples": len(examples), "too_long": dropped,
+    summary = {"steps": total, "rows": len(rows), "examples": len(examples), "bad_rows": bad, "too_long": dropped,
                "final_loss": last.get("sft/loss"), "seconds": round(time.monotonic() - t_start, 1)}
-    log_event("sft", "done", **summary)
+    log_event(stage, "done", **summary)
     return summary
