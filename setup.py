@@ -24,6 +24,10 @@ INSTALL_REQUIRES = [
     "PyMySQL>=1.1",
     # Sandboxed hooks' `re` runs on `regex` (re-compatible) for its matcher timeout (hr1_jax/patch).
     "regex>=2022.1.18",
+    # The OpenAI-compatible client (targets, teacher, endpoint engineers): a keep-alive connection
+    # pool (urllib opened one TCP connection per request); <0.29 because the per-request deadline
+    # plugs a network backend into the httpcore pool httpx 0.28 keeps (hr1_jax/agents/http.py).
+    "httpx>=0.28,<0.29",
 ]
 
 EXTRAS = {

@@ -1,49 +1,60 @@
-"""An OpenAI-compatible chat-completions target agent (reference spec §4.4), stdlib HTTP only.
+"""The OpenAI-compatible chat-completions client (reference spec §4.4): the target agent, and the
+transport of the endpoint teacher and endpoint engineers (`train/teacher/endpoint.py`).
 
-POST {base_url}/chat/completions with the full messages and the episode's tools. Bounds that hold
-whatever the server does:
+POST {base_url}/chat/completions over a pooled keep-alive HTTP client (`agents/http.py`). Bounds
+that hold whatever the server does:
   timeout_s           one request in total: connect, send, wait, headers and body, however slowly
-                      they trickle in (socket timeouts bound each read, not the request, so a
-                      watchdog shuts the socket down at the deadline);
+                      they trickle in;
   retry_budget_s      one call with all its attempts and back-off;
   max_response_bytes  the bytes read of one reply: a longer one is a protocol error, never kept;
   max_content_chars   the characters of one reply that flow into the episode (content, tool-call
                       ids, names and arguments): past it text is cut and later tool calls dropped,
                       counted in `truncated_replies`.
-Bounded retries with exponential back-off on connection errors, time-outs, 429/5xx and protocol
-errors; a per-endpoint concurrency limit shared by all clients of the process (waiting for a slot
-is outside the budgets); token usage totals; tool-call format repair (`tool_repair`) counted per
-reply (`repaired_tool_calls`) and in total. Every string returned is valid UTF-8 (lone surrogates
-replaced). When every attempt fails it raises `AgentError`, or its subclass `TargetProtocolError`
-when the endpoint answered with something that is not a chat completion: a failure of the target,
-never a task failure. Host-name resolution happens before there is a socket to watch: a hanging
-DNS lookup is not bounded here.
+Retries with jittered exponential back-off (never shorter than a `Retry-After`) on connection
+errors, time-outs, 408/409/429/5xx and protocol errors; any other 4xx is final. A per-endpoint
+concurrency limit shared by all clients of the process (waiting for a slot is outside the budgets);
+token usage totals; tool-call format repair (`tool_repair`, also from `reasoning_content` or vLLM's
+newer `reasoning`) counted per reply (`repaired_tool_calls`) and in total. Every string returned
+is valid UTF-8 (lone surrogates replaced). When every attempt fails it raises `AgentError`, or its
+subclass `TargetProtocolError` when the endpoint answered with something that is not a chat
+completion: a failure of the target, never a task failure.
+
+Request fields: hosted OpenAI-style APIs answer 400 to fields they do not know, so the vLLM/SGLang
+extensions (`chat_template_kwargs`, and the teacher's `continue_final_message` /
+`add_generation_prompt`) go only to a server that takes them: `vllm_fields` True/False, or None
+(auto: sent when GET /models says the server is vLLM, SGLang or hr1's own). The token limit is
+sent as `token_limit_field` (`max_completion_tokens` by default: hosted OpenAI rejects `max_tokens`
+for reasoning models; vLLM and SGLang read both); `omit_fields` leaves named fields out (e.g.
+`temperature` for models that accept only their default).
 """
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import os
+import random
 import re
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
+
+import httpx
 
 from hr1_jax.agents.base import AgentError
+from hr1_jax.agents.config import TOKEN_LIMIT_FIELDS
+from hr1_jax.agents.http import BodyTooLarge, backoff_s, pooled_client, read_capped, request_deadline, retry_after_s
 from hr1_jax.agents.tool_repair import repair_message
 from hr1_jax.utils.jsonsafe import safe_str
+from hr1_jax.utils.logging import log_event
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEM_LOCK = threading.Lock()
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
-_READ_CHUNK = 1 << 16
 _DETAIL_BYTES = 300
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _TOO_DEEP = "<tool-call arguments nested too deeply to parse>"
+REASONING_KEYS = ("reasoning_content", "reasoning")   # vLLM >= 0.17 names it `reasoning`
+VLLM_OWNERS = {"vllm", "sglang", "hr1"}                # /models `owned_by` of servers that take the extensions
 
 
 class TargetProtocolError(AgentError):
@@ -52,9 +63,9 @@ class TargetProtocolError(AgentError):
 
 
 class _HTTPStatus(Exception):
-    def __init__(self, code: int, detail: str):
+    def __init__(self, code: int, detail: str, retry_after: float | None):
         super().__init__(f"HTTP {code}: {detail}")
-        self.code = code
+        self.code, self.retry_after = code, retry_after
 
 
 def _head(value) -> str:
@@ -77,101 +88,37 @@ def _wire_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
-# --- one attempt, over by its deadline ---------------------------------------------------------
-def _shut_down(sock: socket.socket) -> None:
+def reasoning_text(message: dict) -> str:
+    """The reply's separate reasoning, under either name."""
+    return next((message[k] for k in REASONING_KEYS if message.get(k)), "")
+
+
+def _field_list(value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(v.strip() for v in value or () if v.strip())
+
+
+def _error_detail(resp: httpx.Response) -> str:
     try:
-        sock.shutdown(socket.SHUT_RDWR)  # wakes a connect/send/recv blocked on the socket
-    except OSError:
-        pass  # already closed
-
-
-class _Watchdog:
-    """Shuts the sockets of one attempt down at its deadline. It holds duplicates of them: TLS
-    wrapping detaches the original socket object, and shutdown acts on the shared connection."""
-
-    def __init__(self, deadline: float):
-        self.deadline, self.fired = deadline, False
-        self._dups: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(self.remaining(), self._fire)
-        self._timer.daemon = True
-
-    def remaining(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            for dup in self._dups:
-                _shut_down(dup)
-
-    def create_connection(self, *args, **kwargs) -> socket.socket:
-        sock = socket.create_connection(*args, **kwargs)
-        with self._lock:
-            self._dups.append(sock.dup())
-            if self.fired:
-                _shut_down(self._dups[-1])
-        return sock
-
-    def connection_class(self, http_class):
-        def make(*args, **kwargs):
-            conn = http_class(*args, **kwargs)
-            conn._create_connection = self.create_connection  # http.client's socket factory hook
-            return conn
-        return make
-
-    def opener(self) -> urllib.request.OpenerDirector:
-        """urllib as usual (proxies, redirects, TLS) with every connection watched."""
-        handlers = [_WatchedHTTPHandler(), _WatchedHTTPSHandler()]
-        for handler in handlers:
-            handler.watchdog = self
-        return urllib.request.build_opener(*handlers)
-
-    def __enter__(self) -> "_Watchdog":
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._timer.cancel()
-        with self._lock:
-            for dup in self._dups:
-                dup.close()
-
-
-class _Watched:
-    watchdog: _Watchdog
-
-    def do_open(self, http_class, req, **kwargs):
-        return super().do_open(self.watchdog.connection_class(http_class), req, **kwargs)
-
-
-class _WatchedHTTPHandler(_Watched, urllib.request.HTTPHandler):
-    pass
-
-
-class _WatchedHTTPSHandler(_Watched, urllib.request.HTTPSHandler):
-    pass
-
-
-def _read_capped(resp, limit: int) -> bytes:
-    """The body, reading no more than `limit` + 1 bytes; TargetProtocolError when it is longer."""
-    declared = resp.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise TargetProtocolError(f"reply of {declared} bytes exceeds max_response_bytes={limit}")
-    chunks, size = [], 0
-    while chunk := resp.read(min(_READ_CHUNK, limit + 1 - size)):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise TargetProtocolError(f"reply exceeds max_response_bytes={limit}")
-    return b"".join(chunks)
-
-
-def _error_detail(e: urllib.error.HTTPError) -> str:
-    try:
-        return _head(e.read(_DETAIL_BYTES)) if e.fp else ""
-    except (OSError, http.client.HTTPException):
+        got = b""
+        for chunk in resp.iter_bytes(_DETAIL_BYTES):
+            got += chunk
+            if len(got) >= _DETAIL_BYTES:
+                break
+        return _head(got)
+    except httpx.HTTPError:
         return ""
+
+
+def _decode_models(body: bytes) -> dict:
+    try:
+        data = json.loads(body.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        raise TargetProtocolError(f"/models reply is not JSON: {_head(body)}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise TargetProtocolError(f"/models reply has no data list: {_head(data)}")
+    return data
 
 
 # --- the reply ---------------------------------------------------------------------------------
@@ -195,7 +142,8 @@ def _decode_completion(body: bytes) -> dict:
     if not isinstance(message, dict):
         raise TargetProtocolError(f"choices[0].message is not an object: {_head(message)}")
     _typed(message, "content", str)
-    _typed(message, "reasoning_content", str)
+    for key in REASONING_KEYS:
+        _typed(message, key, str)
     for call in _typed(message, "tool_calls", list) or []:
         if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
             raise TargetProtocolError(f"tool call without a function object: {_head(call)}")
@@ -273,24 +221,33 @@ class OpenAIChatClient:
                  timeout_s: float = 120.0, retry_budget_s: float = 600.0, max_retries: int = 3,
                  concurrency: int = 8, enable_thinking: bool | None = False, backoff_s: float = 1.0,
                  max_backoff_s: float = 30.0, single_tool_call: bool = False,
-                 max_response_bytes: int = 4 << 20, max_content_chars: int = 200_000):
+                 max_response_bytes: int = 4 << 20, max_content_chars: int = 200_000,
+                 vllm_fields: bool | None = None, token_limit_field: str = "max_completion_tokens",
+                 omit_fields=(), top_p: float | None = None):
         if not base_url or not model:
             raise ValueError("base_url and model are required")
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if timeout_s <= 0 or retry_budget_s <= 0 or max_response_bytes <= 0 or max_content_chars <= 0:
             raise ValueError("timeout_s, retry_budget_s, max_response_bytes and max_content_chars must be > 0")
+        if token_limit_field not in TOKEN_LIMIT_FIELDS:
+            raise ValueError(f"token_limit_field must be one of {TOKEN_LIMIT_FIELDS}, got {token_limit_field!r}")
         self.base_url = base_url.rstrip("/")
         self.model, self.name = model, name or model
         self.api_key = api_key
         self.temperature, self.max_tokens, self.tool_choice = temperature, max_tokens, tool_choice
+        self.top_p = top_p
         self.timeout_s, self.retry_budget_s, self.max_retries = timeout_s, retry_budget_s, max_retries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.max_response_bytes, self.max_content_chars = int(max_response_bytes), int(max_content_chars)
         self.enable_thinking = enable_thinking
+        self.vllm_fields = vllm_fields
+        self.token_limit_field, self.omit_fields = token_limit_field, _field_list(omit_fields)
         self.single_tool_call = single_tool_call
         self._sem = _semaphore(self.base_url, max(1, int(concurrency)))
-        self._lock = threading.Lock()
+        self._http = pooled_client(self.base_url, max(1, int(concurrency)))
+        self._rng = random.Random()
+        self._lock, self._detect_lock = threading.Lock(), threading.Lock()
         self.stats = {"requests": 0, "attempts": 0, "retries": 0, "failures": 0, "timeouts": 0,
                       "protocol_errors": 0, "truncated_replies": 0, "repaired_tool_calls": 0,
                       "repaired_replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -306,76 +263,123 @@ class OpenAIChatClient:
                    max_retries=int(get("max_retries", 3)), concurrency=int(get("concurrency", 8)),
                    enable_thinking=get("enable_thinking", False), backoff_s=float(get("backoff_s", 1.0)),
                    max_response_bytes=int(get("max_response_bytes", 4 << 20)),
-                   max_content_chars=int(get("max_content_chars", 200_000)))
+                   max_content_chars=int(get("max_content_chars", 200_000)),
+                   vllm_fields=get("vllm_fields", None),
+                   token_limit_field=get("token_limit_field", "max_completion_tokens"),
+                   omit_fields=get("omit_fields", ""))
 
-    def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
+    # --- the request ---------------------------------------------------------------------------
+    def takes_vllm_fields(self) -> bool:
+        """`vllm_fields`, or in auto mode what the server's GET /models says (asked once)."""
+        with self._detect_lock:  # one question per client, however many threads ask at once
+            if self.vllm_fields is None:
+                self.vllm_fields = self._detect_vllm()
+        return self.vllm_fields
+
+    def _detect_vllm(self) -> bool:
+        """What GET /models says; a final error or no model list: no vLLM; no answer: AgentError."""
+        try:
+            data = self._call("GET", "/models", None, _decode_models, counted=False)
+            owners = {str(m.get("owned_by", "")).lower() for m in data["data"] if isinstance(m, dict)}
+        except AgentError as e:
+            if not isinstance(e, TargetProtocolError) and getattr(e, "http_status", None) in (None, *_RETRY_STATUS):
+                raise
+            owners = set()
+        log_event("agent", "vllm_fields_auto", base_url=self.base_url, owned_by=sorted(owners),
+                  vllm_fields=bool(owners & VLLM_OWNERS))
+        return bool(owners & VLLM_OWNERS)
+
+    def body(self, messages: list[dict], tools: list[dict] | None = None, vllm_extra: dict | None = None) -> dict:
+        """The request JSON; `vllm_extra` fields join `chat_template_kwargs` only on a server that takes them."""
         body = {"model": self.model, "messages": _wire_messages(messages), "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+                self.token_limit_field: self.max_tokens}
+        if self.top_p is not None:
+            body["top_p"] = self.top_p
         if tools:
             body["tools"] = tools
             body["tool_choice"] = self.tool_choice
-        if self.enable_thinking is not None:  # vLLM / SGLang servers (the reference target)
-            body["chat_template_kwargs"] = {"enable_thinking": bool(self.enable_thinking)}
+        if self.takes_vllm_fields():
+            if self.enable_thinking is not None:  # vLLM / SGLang chat templates (the reference target)
+                body["chat_template_kwargs"] = {"enable_thinking": bool(self.enable_thinking)}
+            body.update(vllm_extra or {})
+        for field in self.omit_fields:
+            body.pop(field, None)
         return body
+
+    def request_body(self, messages: list[dict], tools: list[dict]) -> dict:
+        return self.body(messages, tools)
 
     def _count(self, key: str) -> None:
         with self._lock:
             self.stats[key] += 1
 
-    def _post(self, data: bytes, deadline: float) -> dict:
-        """One attempt, over by `deadline` (time.monotonic) whatever the server does."""
-        headers = {"Content-Type": "application/json"}
+    def _attempt(self, method: str, path: str, data: bytes | None, deadline: float) -> bytes:
+        """One attempt, over by `deadline` (time.monotonic) whatever the server does; the body."""
+        headers = {"Content-Type": "application/json"} if data is not None else {}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", data=data, headers=headers, method="POST")
-        with _Watchdog(deadline) as watchdog:
-            per_read = max(watchdog.remaining(), 0.01)  # 0 would make the socket non-blocking
-            try:
-                with watchdog.opener().open(req, timeout=per_read) as resp:
-                    body = _read_capped(resp, self.max_response_bytes)
-            except urllib.error.HTTPError as e:
-                raise _HTTPStatus(e.code, _error_detail(e)) from None
-            except (OSError, http.client.HTTPException):  # URLError is an OSError
-                if not watchdog.fired:
-                    raise
-            if watchdog.fired:  # a read cut short by the shutdown may look like a complete one
-                raise TimeoutError(f"no complete reply within timeout_s={self.timeout_s}")
-        return _decode_completion(body)
+        per_op = max(deadline - time.monotonic(), 0.01)
+        try:
+            with request_deadline(deadline), self._http.stream(method, self.base_url + path, content=data,
+                                                               headers=headers, timeout=per_op) as resp:
+                if resp.status_code >= 300:
+                    raise _HTTPStatus(resp.status_code, _error_detail(resp),
+                                      retry_after_s(resp.headers.get("Retry-After")))
+                return read_capped(resp, self.max_response_bytes)
+        except BodyTooLarge as e:
+            raise TargetProtocolError(str(e)) from None
+        except httpx.TimeoutException:
+            raise TimeoutError(f"no complete reply within timeout_s={self.timeout_s}") from None
+        except httpx.DecodingError as e:
+            raise TargetProtocolError(f"reply body cannot be decoded: {e}") from None
+        except httpx.RequestError as e:
+            raise ConnectionError(f"{type(e).__name__}: {e}") from None
 
-    def complete(self, body: dict) -> dict:
-        """POST with retries within retry_budget_s; returns the reply JSON, its choices[0].message
-        checked, or raises AgentError (TargetProtocolError when the last reply was not a completion)."""
-        data = json.dumps(body).encode("utf-8")
-        last, protocol = "", False
+    def _call(self, method: str, path: str, data: bytes | None, decode, counted: bool = True):
+        """`decode(body)` of the first attempt that succeeds within retry_budget_s, or AgentError
+        (TargetProtocolError when the last reply was not what `decode` takes) with the last HTTP
+        status in `http_status`; `counted` calls go into `stats`."""
+        last, protocol, status = "", False, None
+        count = self._count if counted else (lambda key: None)
         with self._sem:
             start = time.monotonic()
             budget_end = start + self.retry_budget_s
             for attempt in range(self.max_retries + 1):
-                with self._lock:
-                    self.stats["attempts"] += 1
-                    self.stats["retries"] += int(attempt > 0)
+                count("attempts")
+                if attempt:
+                    count("retries")
+                retry_after, status = None, None
                 try:
-                    return self._post(data, min(time.monotonic() + self.timeout_s, budget_end))
+                    return decode(self._attempt(method, path, data, min(time.monotonic() + self.timeout_s,
+                                                                        budget_end)))
                 except _HTTPStatus as e:
-                    last, protocol = str(e), False
+                    last, protocol, retry_after, status = str(e), False, e.retry_after, e.code
                     if e.code not in _RETRY_STATUS:
-                        break
+                        break  # the request itself is wrong: sending it again cannot help
                 except TargetProtocolError as e:
                     last, protocol = str(e), True
-                    self._count("protocol_errors")
-                except (OSError, http.client.HTTPException) as e:
+                    count("protocol_errors")
+                except OSError as e:
                     last, protocol = f"{type(e).__name__}: {e}", False
-                    if isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError):
-                        self._count("timeouts")
-                pause = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
+                    if isinstance(e, TimeoutError):
+                        count("timeouts")
+                pause = backoff_s(attempt, self.backoff_s, self.max_backoff_s, retry_after, self._rng)
                 if attempt == self.max_retries or time.monotonic() + pause >= budget_end:
                     break
                 time.sleep(pause)
-        self._count("failures")
-        error = TargetProtocolError if protocol else AgentError
-        raise error(f"{self.base_url} ({self.model}) failed after {attempt + 1} attempt(s) in "
-                    f"{time.monotonic() - start:.1f}s: {last}")
+        count("failures")
+        error = (TargetProtocolError if protocol else AgentError)(
+            f"{self.base_url} ({self.model}) failed after {attempt + 1} attempt(s) in "
+            f"{time.monotonic() - start:.1f}s: {last}")
+        error.http_status = status
+        raise error
 
+    def complete(self, body: dict) -> dict:
+        """POST with retries within retry_budget_s; returns the reply JSON, its choices[0].message
+        checked, or raises AgentError (TargetProtocolError when the last reply was not a completion)."""
+        return self._call("POST", "/chat/completions", json.dumps(body).encode("utf-8"), _decode_completion)
+
+    # --- one agent turn ------------------------------------------------------------------------
     def chat(self, messages: list[dict], tools: list[dict]) -> dict:
         with self._lock:
             self.stats["requests"] += 1
@@ -387,8 +391,8 @@ class OpenAIChatClient:
         calls = _tool_calls(raw.get("tool_calls") or [], budget)
         if calls:
             message["tool_calls"] = calls
-        if raw.get("reasoning_content"):  # read by the repair only, never kept
-            message["reasoning_content"] = budget.take(raw["reasoning_content"])
+        if reasoning_text(raw):  # read by the repair only, never kept
+            message["reasoning_content"] = budget.take(reasoning_text(raw))
         allowed = {t["function"]["name"] for t in tools or [] if "function" in t}
         message, repaired = _repair(message, allowed or None, f"call_rep{request_no}")
         message.pop("reasoning_content", None)

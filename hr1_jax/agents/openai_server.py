@@ -10,9 +10,18 @@ keeps one scripted agent per conversation, restarted when a request has no assis
   xml         - Qwen3-coder XML in `content`, no `tool_calls` (a server without the parser)
   json        - `<tool_call>{json}</tool_call>` in `content`
   think_xml   - the XML inside a `<think>` block in `content`
+A reply's `reasoning_content` goes out under `reasoning_key` (vLLM >= 0.17 calls it `reasoning`).
+
+`strict=True` answers like a hosted API: HTTP 400 to any request field or message field that the
+OpenAI chat-completions API does not define (vLLM's `chat_template_kwargs`, ...), and /models says
+`owned_by: openai`; otherwise the server passes for vLLM (`owned_by: vllm`).
+Fault injection for retry tests: `fail_next` requests answered with `fail_status`, with a
+`Retry-After` header when `retry_after` is set; `hold` (a threading.Barrier) keeps each request
+until that many are in flight at once (`max_in_flight` records the most seen).
 """
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
@@ -20,6 +29,23 @@ import time
 from typing import Callable
 
 MODES = ("structured", "xml", "json", "think_xml")
+# The request fields of the OpenAI chat-completions API (what a strict server accepts).
+OPENAI_FIELDS = {"model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+                 "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
+                 "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key", "reasoning_effort",
+                 "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+                 "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+                 "verbosity", "web_search_options"}
+OPENAI_MESSAGE_FIELDS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio",
+                         "function_call"}
+
+
+def unknown_fields(body: dict) -> list[str]:
+    """Fields a hosted OpenAI API would reject: top level, then per message."""
+    bad = sorted(set(body) - OPENAI_FIELDS)
+    for i, m in enumerate(body.get("messages") or []):
+        bad += [f"messages[{i}].{k}" for k in sorted(set(m) - OPENAI_MESSAGE_FIELDS)] if isinstance(m, dict) else []
+    return bad
 
 
 def _xml_call(name: str, args: dict) -> str:
@@ -28,8 +54,15 @@ def _xml_call(name: str, args: dict) -> str:
     return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
 
 
-def encode_reply(reply: dict, mode: str) -> dict:
+def encode_reply(reply: dict, mode: str, reasoning_key: str = "reasoning_content") -> dict:
     """The agent's structured reply as the wire message of `mode`."""
+    msg = _encode_calls(reply, mode)
+    if reply.get("reasoning_content"):
+        msg[reasoning_key] = reply["reasoning_content"]
+    return msg
+
+
+def _encode_calls(reply: dict, mode: str) -> dict:
     calls = reply.get("tool_calls") or []
     content = reply.get("content") or ""
     if mode == "structured" or not calls:
@@ -50,13 +83,16 @@ def encode_reply(reply: dict, mode: str) -> dict:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "hr1-loopback/1"
+    protocol_version = "HTTP/1.1"   # keep-alive, as real servers: a pooled client reuses its connection
 
     def log_message(self, *args):  # quiet
         pass
 
-    def _send(self, code: int, payload: dict) -> None:
+    def _send(self, code: int, payload: dict, headers: dict | None = None) -> None:
         body = json.dumps(payload).encode("utf-8")
         self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -64,28 +100,39 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": self.server.model, "object": "model"}]})
+            owner = "openai" if self.server.owner.strict else "vllm"
+            self._send(200, {"object": "list", "data": [{"id": self.server.model, "object": "model",
+                                                         "owned_by": owner}]})
         else:
             self._send(404, {"error": {"message": "not found"}})
 
     def do_POST(self):
         owner: LoopbackOpenAIServer = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))  # all of it: the connection lives on
         if not self.path.rstrip("/").endswith("/chat/completions"):
             return self._send(404, {"error": {"message": "not found"}})
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            body = json.loads(raw)
             messages, tools = body["messages"], body.get("tools") or []
         except (ValueError, KeyError) as e:
             return self._send(400, {"error": {"message": f"bad request: {e}"}})
         owner.requests.append(body)
-        if owner.fail_next > 0:
-            owner.fail_next -= 1
-            return self._send(503, {"error": {"message": "overloaded (injected)"}})
+        owner.peers.append(self.client_address)
+        if owner.strict and unknown_fields(body):
+            return self._send(400, {"error": {"message": "Unrecognized request argument supplied: "
+                                                         + ", ".join(unknown_fields(body)),
+                                              "type": "invalid_request_error"}})
+        with owner.count_lock:
+            owner.fail_next, failing = max(0, owner.fail_next - 1), owner.fail_next > 0
+        if failing:
+            headers = {"Retry-After": owner.retry_after} if owner.retry_after is not None else {}
+            return self._send(owner.fail_status, {"error": {"message": "injected failure"}}, headers)
         try:
-            reply = owner.agent_for(messages).chat(messages, tools)
+            with owner.in_flight():
+                reply = owner.agent_for(messages).chat(messages, tools)
         except Exception as e:
             return self._send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
-        wire = encode_reply(reply, owner.mode)
+        wire = encode_reply(reply, owner.mode, owner.reasoning_key)
         owner.replies.append(wire)
         prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
         completion_chars = len(json.dumps(wire))
@@ -102,18 +149,38 @@ class LoopbackOpenAIServer:
     """`with LoopbackOpenAIServer(agent_for, mode="xml") as srv: srv.base_url -> http://127.0.0.1:PORT/v1`."""
 
     def __init__(self, agent_for: Callable[[list[dict]], object], *, mode: str = "structured",
-                 model: str = "scripted-loopback", host: str = "127.0.0.1", port: int = 0):
+                 model: str = "scripted-loopback", host: str = "127.0.0.1", port: int = 0,
+                 strict: bool = False, reasoning_key: str = "reasoning_content"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self.agent_for, self.mode, self.model = agent_for, mode, model
+        self.strict, self.reasoning_key = strict, reasoning_key
         self.requests: list[dict] = []
         self.replies: list[dict] = []   # the wire messages sent back
-        self.fail_next = 0          # answer the next N requests with HTTP 503 (retry tests)
+        self.peers: list[tuple] = []    # the client address of each request (connection reuse)
+        self.fail_next = 0          # answer the next N requests with `fail_status` (retry tests)
+        self.fail_status, self.retry_after = 503, None
+        self.hold: threading.Barrier | None = None
+        self.max_in_flight, self._in_flight = 0, 0
+        self.count_lock = threading.Lock()
         self.httpd = http.server.ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.owner, self.httpd.model = self, model
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="hr1-loopback-openai", daemon=True)
+
+    @contextlib.contextmanager
+    def in_flight(self):
+        with self.count_lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            if self.hold is not None:
+                self.hold.wait()
+            yield
+        finally:
+            with self.count_lock:
+                self._in_flight -= 1
 
     @property
     def base_url(self) -> str:

@@ -15,7 +15,7 @@ import json
 import sys
 
 from hr1_jax.agents.base import AgentError
-from hr1_jax.agents.openai_client import OpenAIChatClient
+from hr1_jax.agents.openai_client import OpenAIChatClient, reasoning_text
 from hr1_jax.agents.tool_repair import repair_message
 from hr1_jax.utils.argv import snake_case_flags
 from hr1_jax.utils.jsonsafe import safe_str
@@ -39,9 +39,10 @@ class _DemoAgent:
 
 
 def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60.0,
-          enable_thinking: bool | None = False) -> dict:
+          enable_thinking: bool | None = False, vllm_fields: bool | None = None) -> dict:
     client = OpenAIChatClient(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=1,
-                              retry_budget_s=2 * timeout_s + 1.0, backoff_s=0.5, enable_thinking=enable_thinking)
+                              retry_budget_s=2 * timeout_s + 1.0, backoff_s=0.5, enable_thinking=enable_thinking,
+                              vllm_fields=vllm_fields)
     report = {"base_url": base_url, "model": model}
     try:  # complete() checks the reply's shape: a malformed one is a TargetProtocolError
         raw = client.complete(client.request_body(PROBE_MESSAGES, [PROBE_TOOL]))["choices"][0]["message"]
@@ -49,8 +50,8 @@ def probe(base_url: str, model: str, *, api_key: str = "", timeout_s: float = 60
         return {**report, "ok": False, "verdict": "endpoint_error", "error": str(e)[:500], "exit_code": 2}
     structured = [c["function"].get("name") for c in raw.get("tool_calls") or []]
     _, repaired = repair_message({"content": raw.get("content") or "",
-                                  "reasoning_content": raw.get("reasoning_content") or ""}, {"get_weather"})
-    report.update(structured_tool_calls=structured, repairable_text_tool_calls=repaired,
+                                  "reasoning_content": reasoning_text(raw)}, {"get_weather"})
+    report.update(vllm_fields=client.vllm_fields, structured_tool_calls=structured, repairable_text_tool_calls=repaired,
                   content_head=safe_str(raw.get("content") or "")[:200])
     if "get_weather" in structured:
         return {**report, "ok": True, "verdict": "structured_tool_calls", "exit_code": 0}
@@ -76,6 +77,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--api_key_env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     ap.add_argument("--enable_thinking", action="store_true", help="ask the server for thinking output")
+    ap.add_argument("--vllm_fields", choices=["auto", "true", "false"], default="auto",
+                    help="send vLLM/SGLang-only fields (chat_template_kwargs); auto: when GET /models says "
+                         "the server is vLLM, SGLang or hr1 serve")
     ap.add_argument("--demo", choices=["structured", "xml", "json", "think_xml"], default=None,
                     help="probe a loopback server started here that answers in this format")
     args = ap.parse_args(snake_case_flags(argv))
@@ -88,7 +92,8 @@ def main(argv: list[str]) -> int:
         if not args.base_url or not args.model:
             ap.error("--base_url and --model are required (or use --demo MODE)")
         report = probe(args.base_url, args.model, api_key=os.environ.get(args.api_key_env, ""),
-                       timeout_s=args.timeout, enable_thinking=args.enable_thinking)
+                       timeout_s=args.timeout, enable_thinking=args.enable_thinking,
+                       vllm_fields={"auto": None, "true": True, "false": False}[args.vllm_fields])
     print(json.dumps(report, indent=1))
     print(f"probe-target: {report['verdict']}", file=sys.stderr)
     return int(report["exit_code"])

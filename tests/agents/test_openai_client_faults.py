@@ -73,7 +73,7 @@ def completion(message: dict) -> dict:
 
 
 def client_for(url, **kwargs):
-    kwargs = {"timeout_s": TIMEOUT_S, "max_retries": 0, "backoff_s": 0.01, **kwargs}
+    kwargs = {"timeout_s": TIMEOUT_S, "max_retries": 0, "backoff_s": 0.01, "vllm_fields": False, **kwargs}
     return OpenAIChatClient(url, "m", **kwargs)
 
 
