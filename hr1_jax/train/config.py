@@ -70,6 +70,11 @@ def defaults() -> ml_collections.ConfigDict:
     c.teacher.temperature = 0.0
     c.teacher.timeout_s = 600.0
     c.teacher.retries = 3
+    c.teacher.concurrency = 8       # endpoint requests in flight (the reference's 8)
+    # vLLM/SGLang-only fields (prefill, chat_template_kwargs): unset = sent when the server is one
+    c.teacher.vllm_fields = ml_collections.FieldReference(None, field_type=bool)
+    c.teacher.token_limit_field = "max_completion_tokens"   # or max_tokens
+    c.teacher.omit_fields = ""      # request fields left out, e.g. "temperature,top_p" for GPT-5-style models
     c.teacher.candidates = 3        # template variants scored per row; the best with delta >= 0 is kept
     c.teacher.min_delta = 0.0
     c.teacher.keep = "best"         # best: one SFT row per row (its best candidate); all: every qualifying one
@@ -121,5 +126,8 @@ def validate(c, config) -> None:
             "required when train.teacher.kind='endpoint'")
     require(c.teacher.keep in ("best", "all"), "train.teacher.keep", "must be 'best' or 'all'")
     require(c.teacher.candidates >= 1, "train.teacher.candidates", "must be >= 1")
+    require(c.teacher.concurrency >= 1, "train.teacher.concurrency", "must be >= 1")
+    require(c.teacher.token_limit_field in ("max_completion_tokens", "max_tokens"), "train.teacher.token_limit_field",
+            "must be 'max_completion_tokens' or 'max_tokens'")
     for bench in c.demo.benchmarks:
         require(bench in c.demo, f"train.demo.{bench}", "task sets missing for a demo benchmark")

@@ -17,9 +17,7 @@ from hr1_jax.utils.progress import map_in_chunks, progress
 def make_teacher(section):
     """`config.train.teacher` -> a teacher object with `.responses(row) -> [(label, text)]`."""
     if section.kind == "endpoint":
-        return EndpointTeacher(section.base_url, section.model, api_key_env=section.api_key_env,
-                               max_tokens=section.max_tokens, temperature=section.temperature,
-                               timeout_s=section.timeout_s, retries=section.retries)
+        return EndpointTeacher.from_config(section)
     return TemplateTeacher(max_candidates=section.candidates)
 
 
@@ -32,8 +30,11 @@ def build_sft_rows(rows: list[dict], teacher, ctx: RewardContext, *, min_delta: 
     if keep not in KEEP:
         raise ValueError(f"keep must be one of {KEEP}, got {keep!r}")
     flat_rows, flat_texts, owners = [], [], []
-    for i, row in enumerate(progress(rows, desc="teacher: write candidates", unit="row")):
-        for label, text in teacher.responses(row):
+    many = getattr(teacher, "responses_many", None)  # an endpoint teacher asks for several rows at once
+    candidates = many(rows) if many else [teacher.responses(row) for row in
+                                          progress(rows, desc="teacher: write candidates", unit="row")]
+    for i, (row, responses) in enumerate(zip(rows, candidates)):
+        for label, text in responses:
             flat_rows.append(row)
             flat_texts.append(text)
             owners.append((i, label))
