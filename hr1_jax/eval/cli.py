@@ -1,19 +1,23 @@
 """`hr1 eval --config=... --config.eval.engineer=CKPT_OR_ENDPOINT --workdir=W`.
 
 Per target seed and benchmark: baseline batches (stored under W/baseline/seed<S>, reused on resume)
-→ every method proposes one patch per failing batch → paired reruns → W/report.md, W/report.html,
+→ every method proposes one patch per failing batch → paired reruns (→ with `eval.ablation`, each
+patch again once per lifecycle site disabled) → W/report.md, W/report.html, W/main_table.csv,
 W/report.json and W/eval_result.json, patches as TensorBoard text under W/tensorboard.
+
+`eval.targets` runs the whole evaluation once per target under W/targets/<key> and adds a
+cross-target table to W/report.md; `eval.merge_from` merges finished runs (e.g. one per benchmark)
+into one report without running anything.
 """
 from __future__ import annotations
 
 import os
 
-from hr1_jax.config import parse_tasks
 from hr1_jax.eval.config import parse_ints
 from hr1_jax.utils.logging import log_event
 
 
-def _baselines(config, workdir: str, seeds: list[int], benches: list[str]) -> dict:
+def _baselines(config, workdir: str, seeds: list[int], benches: list[str], tasks: dict[str, str]) -> dict:
     """{(bench, seed): [Batch]} — runs `hr1 baseline` for what is not stored yet."""
     from hr1_jax.eval.evaluate import load_batches
     from hr1_jax.rollout.cli import baseline_stage
@@ -23,7 +27,7 @@ def _baselines(config, workdir: str, seeds: list[int], benches: list[str]) -> di
         root = os.path.join(workdir, "baseline", f"seed{seed}")
         for bench in benches:
             c = config.copy_and_resolve_references()
-            c.benchmark, c.split, c.tasks, c.seed = bench, config.eval.split[bench], config.eval.tasks, seed
+            c.benchmark, c.split, c.tasks, c.seed = bench, config.eval.split[bench], tasks[bench], seed
             c.rollout.baseline_dir = root
             if baseline_stage(c, workdir) != 0:
                 log_event("eval", "baseline_incomplete", benchmark=bench, seed=seed)
@@ -37,43 +41,52 @@ def _engineers(config) -> list:
     e = config.eval
     engineers = []
     if e.engineer:
-        eng = make_engineer(config, e.engineer)
-        if e.engineer_name:
-            eng.name = e.engineer_name
-        engineers.append(eng)
+        engineers.append(make_engineer(config, e.engineer, name=e.engineer_name))
     if e.compare_teacher and e.engineer != "teacher":
         engineers.append(TeacherEngineer())
     for spec in [s for s in e.fixed_editors.split(",") if s.strip()]:
         engineers.append(make_engineer(config, spec.strip()))
+    for key, ed in sorted(e.editors.items()):
+        engineers.append(make_engineer(config, ed.spec, name=ed.get("name") or key, model=ed.get("model", ""),
+                                       api_key_env=ed.get("api_key_env") or "OPENAI_API_KEY"))
+    names = [eng.name for eng in engineers]
+    if len(set(names)) != len(names):
+        from hr1_jax.errors import InputError
+        raise InputError(f"two evaluated methods share a name ({names}): give them distinct names")
     if e.self_refine:
         engineers.append(self_refine_engineer(config.patch_protocol.response_protocol))
     return engineers
 
 
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "_").replace("/", "_")
+
+
 def run_eval(config, workdir: str) -> "EvalResult":
-    from hr1_jax.eval.evaluate import best_of_n, evaluate_method, heldout_transfer, pipeline_episodes_per_task, propose
+    from hr1_jax.eval.evaluate import (ablate_method, best_of_n, evaluate_method, heldout_transfer,
+                                       pipeline_episodes_per_task, propose)
     from hr1_jax.eval.results import EvalResult
+    from hr1_jax.eval.tasks import resolve_all
+    from hr1_jax.patch.runner import HOOK_NAMES
     from hr1_jax.rollout.reward import RewardContext
 
     e = config.eval
     seeds, benches = parse_ints(e.seeds, "eval.seeds"), [b for b in e.benchmarks.split(",") if b]
-    n_tasks = len(parse_tasks(e.tasks))
-    batches_by_key = _baselines(config, workdir, seeds, benches)
-    batches = [b for key in sorted(batches_by_key) for b in batches_by_key[key]]
+    tasks = resolve_all(config, benches)   # out-of-range ids fail here, before any episode runs
     engineers = _engineers(config)
+    batches_by_key = _baselines(config, workdir, seeds, benches, tasks)
+    batches = [b for key in sorted(batches_by_key) for b in batches_by_key[key]]
     result = EvalResult(
         title="hr1-jax evaluation: fixed-batch run-patch-rerun",
-        notes=[f"target: {config.target.kind} {config.target.name}; splits {e.split.to_dict()}, tasks {e.tasks} per benchmark "
-               f"({n_tasks}), target seeds {seeds}",
+        notes=[f"target: {config.target.kind} {config.target.name}; splits "
+               f"{ {b: e.split[b] for b in benches} }, tasks {tasks}, target seeds {seeds}",
                "invalid patch = no patch (delta 0, counted); infrastructure failures are reported separately",
-               "ALFWorld test split: 432 of the 500 Harness-R1 test games are available",
-               "WebShop is the project's self-contained substitute environment"],
+               "ALFWorld test split: 432 of the 500 Harness-R1 test games are available"],
         methods=[])
     with RewardContext(config, cache_dir=config.rollout.cache_dir or os.path.join(workdir, "reward_cache")) as ctx:
         for eng in engineers:
-            slug = eng.name.lower().replace(" ", "_").replace("/", "_")
-            proposals = propose(eng, batches, saved_dir=os.path.join(e.patch_source, slug) if e.patch_source else "",
-                                save_dir=os.path.join(workdir, "responses", slug))
+            proposals = propose(eng, batches, saved_dir=os.path.join(e.patch_source, _slug(eng.name)) if e.patch_source else "",
+                                save_dir=os.path.join(workdir, "responses", _slug(eng.name)))
             if e.generate_only:
                 continue
             method = evaluate_method(eng.name, batches, proposals, ctx)
@@ -83,27 +96,28 @@ def run_eval(config, workdir: str) -> "EvalResult":
         if e.generate_only:
             print(f"generate-only: responses under {os.path.join(workdir, 'responses')}")
             return result
+        if e.ablation:
+            for full in [m for m in result.methods if m.patches]:
+                for site in HOOK_NAMES:
+                    result.methods.append(ablate_method(full, batches, ctx, site))
         if e.best_of_n and result.methods:
             n = max(1, round(pipeline_episodes_per_task(result.methods[0], batches)))
             result.methods.append(best_of_n(batches, ctx, n, temperature=e.best_of_n_temperature))
-        if e.heldout_evidence > 0 and engineers:
-            eng = engineers[0]
-            for ev_seed in parse_ints(e.heldout_seeds, "eval.heldout_seeds"):
-                for seed in seeds:
-                    per_bench = {b: batches_by_key[(b, seed)] for b in benches if batches_by_key.get((b, seed))}
-                    result.methods.append(heldout_transfer(
-                        f"{eng.name} held-out (evidence seed {ev_seed})", eng, per_bench, ctx,
-                        evidence_k=e.heldout_evidence, evidence_seed=ev_seed))
+        if e.heldout_evidence > 0:
+            for eng in [x for x in engineers if x.name != "Self-Refine rule"]:
+                for ev_seed in parse_ints(e.heldout_seeds, "eval.heldout_seeds"):
+                    for seed in seeds:
+                        per_bench = {b: batches_by_key[(b, seed)] for b in benches if batches_by_key.get((b, seed))}
+                        result.methods.append(heldout_transfer(
+                            f"{eng.name} held-out (evidence seed {ev_seed})", eng, per_bench, ctx,
+                            evidence_k=e.heldout_evidence, evidence_seed=ev_seed))
     return result
 
 
-def eval_stage(config, workdir: str) -> int:
+def _write(result, config, workdir: str) -> dict:
     from hr1_jax.eval.report import write_reports
     from hr1_jax.utils.tensorboard import TensorBoardWriter
 
-    result = run_eval(config, workdir)
-    if config.eval.generate_only:
-        return 0
     with open(os.path.join(workdir, "eval_result.json"), "w") as f:
         f.write(result.to_json())
     paths = write_reports(result, workdir, n_boot=config.eval.bootstrap_samples, seed=config.seed)
@@ -113,7 +127,44 @@ def eval_stage(config, workdir: str) -> int:
                 body = "\n\n".join(f"**{a['hook']}**\n\n```python\n{a['code']}\n```" for a in (p.patch or {}).get("actions", []))
                 tb.text(i, f"eval/{m.name}/{p.benchmark}/{p.batch}/seed{p.seed}",
                         f"{'valid' if p.valid else 'invalid: ' + p.reason}\n\n{p.think}\n\n{body}")
+    return paths
+
+
+def _print(paths: dict) -> None:
     with open(paths["md"]) as f:
         print("".join(f.readlines()[:40]))
-    print(f"reports: {paths['md']} {paths['html']}")
+    print(f"reports: {paths['md']} {paths['html']} {paths['csv']}")
+
+
+def _target_config(config, key: str):
+    c = config.copy_and_resolve_references()
+    c.target.update(config.eval.targets[key].to_dict())
+    return c
+
+
+def eval_stage(config, workdir: str) -> int:
+    from hr1_jax.eval.merge import cross_target_report, merge_results
+
+    e = config.eval
+    if e.merge_from:
+        result = merge_results([d for d in e.merge_from.split(",") if d.strip()])
+        _print(_write(result, config, workdir))
+        return 0
+    if len(e.targets):
+        failed, results = 0, {}
+        for key in sorted(e.targets.keys()):
+            c = _target_config(config, key)
+            sub = os.path.join(workdir, "targets", key)
+            os.makedirs(sub, exist_ok=True)
+            results[key] = run_eval(c, sub)
+            if not e.generate_only:
+                _write(results[key], c, sub)
+                failed += any(m.n_eval_failed for m in results[key].methods)
+        if not e.generate_only:
+            print(cross_target_report(results, workdir, threshold=results[next(iter(results))].threshold))
+        return 1 if failed else 0
+    result = run_eval(config, workdir)
+    if e.generate_only:
+        return 0
+    _print(_write(result, config, workdir))
     return 1 if any(m.n_eval_failed for m in result.methods) else 0

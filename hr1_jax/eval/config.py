@@ -1,7 +1,8 @@
 """Config section `eval`: fixed-batch run-patch-rerun evaluation, baselines, held-out transfer, reports."""
 import ml_collections
 
-from hr1_jax.config import BENCHMARKS, require
+from hr1_jax.config import BENCHMARKS, ConfigError, parse_tasks, require
+from hr1_jax.eval.tasks import ALL, TaskSpecs
 
 
 def defaults() -> ml_collections.ConfigDict:
@@ -17,7 +18,9 @@ def defaults() -> ml_collections.ConfigDict:
     c.benchmarks = "alfworld,webshop,dbbench"
     # Test split per benchmark (ALFWorld: the 432 available Harness-R1 test games).
     c.split = ml_collections.ConfigDict({"alfworld": "harness_r1_test", "webshop": "test", "dbbench": "test"})
-    c.tasks = "0:20"                   # per benchmark
+    # Task ids per benchmark: `default` for all, a benchmark's own key overrides it ("" = default);
+    # "all" = the whole split. `--config.eval.tasks=all` sets the default and clears the overrides.
+    c.tasks = TaskSpecs.of("0:20")
     c.seeds = "0,1"                    # target seeds: each has its own baseline and reruns
     c.self_refine = True
     c.best_of_n = True
@@ -27,6 +30,19 @@ def defaults() -> ml_collections.ConfigDict:
     c.generate_only = False            # write responses under <workdir>/responses and stop
     c.patch_source = ""                # rerun saved responses from this folder instead of generating
     c.bootstrap_samples = 2000
+    c.prompt_style = ""                # checkpoint engineers: "" = the style the checkpoint carries
+    # Lifecycle ablation: every evaluated patch is rerun once per hook site with that site disabled.
+    c.ablation = False
+    # More patch sources in one run, by key: {spec (checkpoint / URL / teacher / reference:...),
+    # name, model (endpoints), api_key_env}. E.g. c.eval.editors.glm = dict(spec="https://...",
+    # model="glm-5.2", name="GLM-5.2", api_key_env="GLM_API_KEY").
+    c.editors = ml_collections.ConfigDict()
+    # Several frozen targets in one run, by key: overrides of the `target` section (kind, name,
+    # base_url, model, api_key_env, ...); each is evaluated under <workdir>/targets/<key>.
+    c.targets = ml_collections.ConfigDict()
+    # Merge the eval_result.json of these comma-separated workdirs (e.g. one per benchmark) into one
+    # report in this workdir; nothing is run.
+    c.merge_from = ""
     return c
 
 
@@ -42,9 +58,24 @@ def validate(c, config) -> None:
             f"comma-separated subset of {BENCHMARKS}, got {c.benchmarks!r}")
     for b in benches:
         require(bool(c.split.get(b)), f"eval.split.{b}", "a split name is required for every evaluated benchmark")
+    for key, spec in c.tasks.items():
+        require(key == "default" or key in BENCHMARKS, f"eval.tasks.{key}", f"not a benchmark of {BENCHMARKS}")
+        if spec and str(spec).strip() != ALL:
+            try:   # ids against the split sizes: at start-up (eval.tasks.resolve_all)
+                parse_tasks(spec)
+            except ConfigError as e:
+                raise ConfigError(f"eval.tasks.{key}", str(e).split(": ", 1)[1]) from None
     require(bool(parse_ints(c.seeds, "eval.seeds")), "eval.seeds", "at least one seed")
     parse_ints(c.heldout_seeds, "eval.heldout_seeds")
     require(c.heldout_evidence >= 0, "eval.heldout_evidence", "must be >= 0")
     require(c.bootstrap_samples >= 100, "eval.bootstrap_samples", "must be >= 100")
     require(not (c.generate_only and c.patch_source), "eval.generate_only",
             "generate_only and patch_source are exclusive")
+    for key, entry in c.editors.items():
+        require(isinstance(entry, ml_collections.ConfigDict) and bool(entry.get("spec")), f"eval.editors.{key}",
+                "needs spec (a checkpoint folder, an http(s):// endpoint, 'teacher' or 'reference:...')")
+        unknown = sorted(set(entry.keys()) - {"spec", "name", "model", "api_key_env"})
+        require(not unknown, f"eval.editors.{key}", f"unknown keys {unknown}; known: spec, name, model, api_key_env")
+    for key, entry in c.targets.items():
+        unknown = sorted(set(entry.keys()) - set(config.target.keys())) if isinstance(entry, ml_collections.ConfigDict) else ["?"]
+        require(not unknown, f"eval.targets.{key}", f"overrides of the target section; unknown keys {unknown}")

@@ -15,7 +15,8 @@ import glob
 import json
 import os
 
-from hr1_jax.patch.reference import HELDOUT_DIR
+from hr1_jax.errors import InputError
+from hr1_jax.patch.reference import HELDOUT_DIR, HELDOUT_EDITORS
 from hr1_jax.train.data import row_benchmark
 
 BASELINE_PATCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_patches")
@@ -87,10 +88,11 @@ class TeacherEngineer:
 
 
 class EndpointEngineer:
-    def __init__(self, base_url: str, model: str, *, max_tokens: int = 12288):
+    def __init__(self, base_url: str, model: str, *, max_tokens: int = 12288, name: str = "",
+                 api_key_env: str = "OPENAI_API_KEY"):
         from hr1_jax.train.teacher.endpoint import EndpointTeacher
-        self.name = f"Fixed editor ({model})"
-        self.client = EndpointTeacher(base_url, model, max_tokens=max_tokens)
+        self.name = name or f"Fixed editor ({model})"
+        self.client = EndpointTeacher(base_url, model, max_tokens=max_tokens, api_key_env=api_key_env)
 
     def propose(self, rows: list[dict]) -> list[Proposal]:
         out = []
@@ -100,37 +102,73 @@ class EndpointEngineer:
         return out
 
 
+STAGE_LABELS = {"sft": "SFT engineer", "grpo": "GRPO engineer"}
+
+
+def checkpoint_name(checkpoint: str) -> str:
+    """A method name from the run: `runs/demo/grpo[/final_params]` -> "GRPO engineer (demo)"."""
+    from hr1_jax.train.engine import PARAMS_DIR
+    path = os.path.normpath(os.path.abspath(checkpoint))
+    if os.path.basename(path) == PARAMS_DIR:
+        path = os.path.dirname(path)
+    stage, run = os.path.basename(path), os.path.basename(os.path.dirname(path))
+    return f"{STAGE_LABELS.get(stage, f'Engineer {stage}')} ({run})" if run else STAGE_LABELS.get(stage, stage)
+
+
 class CheckpointEngineer:
     def __init__(self, config, checkpoint: str, *, max_new_tokens: int, name: str = ""):
+        from hr1_jax.eval.prompt_styles import checkpoint_prompt_style
         from hr1_jax.train.engine import Engineer
         config = config.copy_and_resolve_references()
         with config.unlocked():
             config.train.init_checkpoint = checkpoint
-        self.name = name or f"Engineer ({os.path.basename(os.path.normpath(checkpoint))})"
+        self.name = name or checkpoint_name(checkpoint)
+        self.prompt_style = checkpoint_prompt_style(checkpoint, config.eval.prompt_style)
         self.engineer = Engineer(config, stage="eval")
         self.engineer.sync_sampler(self.engineer.init_params)
         self.max_new_tokens = max_new_tokens
         self.seed = int(config.seed)
 
     def propose(self, rows: list[dict]) -> list[Proposal]:
+        from hr1_jax.eval.prompt_styles import restyle
         from hr1_jax.train.evaluate import engineer_responses
+        rows = [restyle(r, self.prompt_style) for r in rows]   # asked in the style it was trained with
         texts = engineer_responses(self.engineer.sampler, self.engineer.tokenizer, rows,
                                    max_new_tokens=self.max_new_tokens, seed=self.seed)
         tok = self.engineer.tokenizer
         return [Proposal(t, engineer_tokens=len(tok.encode(t))) for t in texts]
 
 
-def make_engineer(config, spec: str):
-    """`eval.engineer` -> a patch source: a checkpoint folder, an http(s) endpoint, `teacher`, or
-    `reference:<seed dir>` (e.g. `reference:seed20260720`)."""
+def reference_spec(spec: str) -> tuple[str, str]:
+    """`reference:<seed dir>` (Harness-R1's) or `reference:<editor>/<seed dir>` -> (editor, seed dir)."""
+    body = spec.split(":", 1)[1]
+    editor, _, seed_dir = body.rpartition("/")
+    editor = editor or "harness-r1"
+    if editor not in HELDOUT_EDITORS:
+        raise InputError(f"{spec!r}: unknown reference editor {editor!r}; shipped: {', '.join(HELDOUT_EDITORS)}")
+    if not os.path.isdir(os.path.join(HELDOUT_DIR, editor, seed_dir)):
+        seeds = sorted(os.listdir(os.path.join(HELDOUT_DIR, editor)))
+        raise InputError(f"{spec!r}: no shipped patches for seed {seed_dir!r}; {editor} has {', '.join(seeds)}")
+    return editor, seed_dir
+
+
+def make_engineer(config, spec: str, *, name: str = "", model: str = "", api_key_env: str = "OPENAI_API_KEY"):
+    """`eval.engineer` -> a patch source: a checkpoint folder, an http(s) endpoint (with `model`,
+    default `eval.engineer_model`), `teacher`, or `reference:[<editor>/]<seed dir>` (e.g.
+    `reference:seed20260720`, `reference:qwen3.5-397b/seed20260721`)."""
     protocol = config.patch_protocol.response_protocol
     if spec == "teacher":
-        return TeacherEngineer()
-    if spec.startswith("reference:"):
-        return reference_patch_engineer(spec.split(":", 1)[1], protocol)
-    if spec.startswith(("http://", "https://")):
-        return EndpointEngineer(spec, config.eval.engineer_model, max_tokens=config.eval.max_new_tokens)
-    if os.path.isdir(spec):
-        return CheckpointEngineer(config, spec, max_new_tokens=config.eval.max_new_tokens)
-    raise ValueError(f"eval.engineer {spec!r}: expected a checkpoint folder, an http(s):// endpoint, "
-                     f"'teacher' or 'reference:<seed dir>'")
+        eng = TeacherEngineer()
+    elif spec.startswith("reference:"):
+        eng = reference_patch_engineer(reference_spec(spec)[1], protocol, editor=reference_spec(spec)[0])
+    elif spec.startswith(("http://", "https://")):
+        return EndpointEngineer(spec, model or config.eval.engineer_model, max_tokens=config.eval.max_new_tokens,
+                                name=name, api_key_env=api_key_env)
+    elif os.path.isdir(spec):
+        return CheckpointEngineer(config, spec, max_new_tokens=config.eval.max_new_tokens, name=name)
+    else:
+        raise InputError(f"eval.engineer {spec!r}: expected a checkpoint folder, an http(s):// endpoint, "
+                         f"'teacher' or 'reference:[<editor>/]<seed dir>'")
+    if name:
+        eng.name = name
+    return eng

@@ -22,7 +22,7 @@ import os
 import random
 import time
 
-from hr1_jax.eval.engineers import Proposal
+from hr1_jax.eval.engineers import Proposal, response_for_patch
 from hr1_jax.eval.results import MethodResult, PatchRecord, TaskPair
 from hr1_jax.rollout.batches import baseline_metadata, read_results, run_batch
 from hr1_jax.rollout.reward import (EVAL_FAILED, OK, RewardContext, prepare_patch, score_group, score_patch,
@@ -56,6 +56,15 @@ def load_batches(config, root: str, benchmark: str, seed: int) -> list[Batch]:
     return out
 
 
+def task_family(episode: dict) -> str:
+    """The ALFWorld task family of an episode (from its game path); "" for other benchmarks."""
+    game = (episode.get("identity") or {}).get("game", "")
+    if episode.get("benchmark") != "alfworld" or not game:
+        return ""
+    from envs.alfworld.tasks import family_of_path
+    return family_of_path(game)
+
+
 def _think(text: str) -> str:
     head = text.split("</think>", 1)[0] if "</think>" in text else ""
     return head.replace("<think>", "").strip()[:2000]
@@ -76,6 +85,7 @@ def evaluate_method(name: str, batches: list[Batch], proposals: dict[tuple, Prop
     episodes_run = 0
     for b in batches:
         base = {str(ep["task_id"]): float(ep["reward"]) for ep in b.episodes}
+        family = {str(ep["task_id"]): task_family(ep) for ep in b.episodes}
         proposal, res = by_batch.get((b.benchmark, b.seed, b.name), (None, None))
         if res is not None and res.eval_status == EVAL_FAILED:
             method.n_eval_failed += 1
@@ -89,7 +99,7 @@ def evaluate_method(name: str, batches: list[Batch], proposals: dict[tuple, Prop
         elif res is not None:
             method.n_invalid += 1
         for tid in sorted(base, key=int):
-            method.pairs.append(TaskPair(b.benchmark, int(tid), b.seed, b.name, base[tid], patched[tid]))
+            method.pairs.append(TaskPair(b.benchmark, int(tid), b.seed, b.name, base[tid], patched[tid], family[tid]))
         if proposal is not None:
             patch, _, reason = prepare_patch(proposal.text, b.benchmark, ctx.config)
             tau = float(ctx.config.rollout.reward_threshold)
@@ -140,7 +150,7 @@ def best_of_n(batches: list[Batch], ctx: RewardContext, n: int, *, temperature: 
             continue
         for ep in b.episodes:
             method.pairs.append(TaskPair(b.benchmark, int(ep["task_id"]), b.seed, b.name, float(ep["reward"]),
-                                         best[ep["task_id"]]))
+                                         best[ep["task_id"]], task_family(ep)))
     method.cost.update(target_episodes=episodes_run, target_tokens=tokens, wall_seconds=round(time.monotonic() - t0, 2))
     return method
 
@@ -223,11 +233,12 @@ def heldout_transfer(name: str, engineer, batches_by_bench: dict[str, list[Batch
             method.n_eval_failed += 1
             continue
         base = {str(k): float(v) for k, v in ho_row["metadata"]["baseline_rewards"].items()}
+        family = {str(ep["task_id"]): task_family(ep) for b in batches for ep in b.episodes}
         patched = dict(base, **(res.patched_rewards if res is not None else {}))
         method.n_invalid += patch is None
         seed = batches[0].seed
         for tid in sorted(base, key=int):
-            method.pairs.append(TaskPair(bench, int(tid), seed, "heldout", base[tid], patched[tid]))
+            method.pairs.append(TaskPair(bench, int(tid), seed, "heldout", base[tid], patched[tid], family[tid]))
         method.patches.append(PatchRecord(
             method=name, benchmark=bench, batch=f"heldout (evidence {sorted(evidence)})", seed=seed,
             valid=patch is not None, reason=reason, think=_think(proposal.text), patch=patch,
@@ -240,4 +251,34 @@ def heldout_transfer(name: str, engineer, batches_by_bench: dict[str, list[Batch
         method.cost["target_tokens"] = method.cost.get("target_tokens", 0) + (
             0 if res is None or res.cache_hit else res.target_tokens)
     method.cost["wall_seconds"] = round(time.monotonic() - t0, 2)
+    return method
+
+
+# ----------------------------------------------------------------------------------------------
+# lifecycle ablation
+
+def without_site(patch: dict, site: str) -> dict | None:
+    """`patch` with every hook of one lifecycle site removed (the runtime never calls that site);
+    None when nothing is left (the patch is then no patch)."""
+    kept = [a for a in patch["actions"] if not (a.get("type") == "add_code_hook" and a.get("hook") == site)]
+    return dict(patch, actions=kept) if kept else None
+
+
+def ablate_method(full: MethodResult, batches: list[Batch], ctx: RewardContext, site: str) -> MethodResult:
+    """`full`'s patches rerun on the same batches with `site` disabled. A patch without hooks at
+    `site` is the same patch (its rerun is a cache hit); a full patch that was invalid stays no patch."""
+    protocol = ctx.config.patch_protocol.response_protocol
+    records = {(p.benchmark, p.seed, p.batch): p for p in full.patches}
+    proposals = {}
+    for b in batches:
+        rec = records.get((b.benchmark, b.seed, b.name))
+        if b.row is None or rec is None:
+            continue
+        patch = without_site(rec.patch, site) if rec.valid and rec.patch else None
+        proposals[(b.benchmark, b.seed, b.name)] = Proposal(response_for_patch(patch, rec.think, protocol) if patch else "")
+    name = f"{full.name} w/o {site}"
+    method = evaluate_method(name, [b for b in batches if (b.benchmark, b.seed, b.name) in proposals or b.row is None],
+                             proposals, ctx, description=f"{full.name} with its {site} hooks disabled")
+    method.ablation_of, method.ablated_site = full.name, site
+    method.n_invalid, method.patches = full.n_invalid, []   # the full patch's validity; views stay with it
     return method

@@ -25,7 +25,7 @@ import numpy as np
 
 from hr1_jax.eval import provenance as prov
 from hr1_jax.eval.results import BENCHMARK_LABELS, EvalResult, MethodResult
-from hr1_jax.eval.stats import summarize_pairs
+from hr1_jax.eval.stats import paired_bootstrap_ci, stratified_mean_ci, summarize_pairs
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.tensorboard import TensorBoardWriter
 
@@ -47,30 +47,75 @@ def display_name(method: MethodResult) -> str:
     return method.name + (f" {UPPER_MARK}" if method.upper_reference else "")
 
 
+# ALFWorld families in the paper's column order, with their short headers.
+ALFWORLD_FAMILIES = (("pick_and_place", "Pick"), ("look_at_obj", "Look"), ("pick_clean_then_place", "Clean"),
+                     ("pick_heat_then_place", "Heat"), ("pick_cool_then_place", "Cool"), ("pick_two_obj", "Pick2"))
+
+
+def _cells(pairs: list, which: str, threshold: float) -> dict:
+    """One row's cells (success %, WebShop score, ALFWorld families) with their task counts."""
+    cells: dict = {}
+    by_bench: dict[str, list] = defaultdict(list)
+    for p in pairs:
+        by_bench[p.benchmark].append(p)
+    for bench in BENCH_ORDER:
+        group = by_bench.get(bench)
+        if not group:
+            continue
+        rewards = np.array([getattr(p, which) for p in group])
+        cells[f"{bench}_success"] = 100.0 * float(np.mean(rewards >= threshold))
+        cells[f"{bench}_n"] = len(group)
+        if bench == "webshop":
+            cells["webshop_score"] = 100.0 * float(np.mean(rewards))
+    for family, _ in ALFWORLD_FAMILIES:
+        group = [getattr(p, which) for p in by_bench.get("alfworld", []) if p.family == family]
+        if group:
+            cells[f"alfworld_{family}"] = 100.0 * float(np.mean(np.array(group) >= threshold))
+            cells[f"alfworld_{family}_n"] = len(group)
+    parts = [cells[k] for k in ("alfworld_success", "webshop_success", "dbbench_success") if k in cells]
+    cells["average"] = float(np.mean(parts)) if parts else float("nan")
+    cells["average_n"] = sum(cells.get(f"{b}_n", 0) for b in BENCH_ORDER)
+    return cells
+
+
 def main_table_rows(result: EvalResult) -> list[dict]:
     """Rows of the main table: the shared no-patch baseline first, then each method (patched);
-    `<benchmark>_n` is the number of tasks behind the benchmark's cells."""
-    def row(name, groups, which):
-        cells = {}
-        for bench in BENCH_ORDER:
-            pairs = groups.get(bench)
-            if not pairs:
-                continue
-            rewards = np.array([getattr(p, which) for p in pairs])
-            cells[f"{bench}_success"] = 100.0 * float(np.mean(rewards >= result.threshold))
-            cells[f"{bench}_n"] = len(pairs)
-            if bench == "webshop":
-                cells["webshop_score"] = 100.0 * float(np.mean(rewards))
-        parts = [cells[k] for k in ("alfworld_success", "webshop_success", "dbbench_success") if k in cells]
-        cells["average"] = float(np.mean(parts)) if parts else float("nan")
-        cells["average_n"] = sum(cells.get(f"{b}_n", 0) for b in BENCH_ORDER)
-        return {"method": name, **cells}
-
+    `<column>_n` is the number of tasks behind the column's cell."""
     rows = []
     if result.methods:
-        rows.append(row("No patch (baseline)", _by_benchmark(result.methods[0]), "baseline_reward"))
+        rows.append({"method": "No patch (baseline)",
+                     **_cells(result.methods[0].pairs, "baseline_reward", result.threshold)})
     for m in result.methods:
-        rows.append(row(display_name(m), _by_benchmark(m), "patched_reward"))
+        rows.append({"method": display_name(m), **_cells(m.pairs, "patched_reward", result.threshold)})
+    return rows
+
+
+def ablation_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+    """Per lifecycle ablation: the success change against its full patch, paired per task
+    (benchmark, seed, task id), per benchmark and on Avg (the mean of the benchmark changes, its
+    interval from resampling tasks within each benchmark), in pp."""
+    by_name = {m.name: m for m in result.methods}
+    rows = []
+    for m in result.methods:
+        full = by_name.get(m.ablation_of)
+        if full is None:
+            continue
+        ok = lambda pairs: {(p.benchmark, p.seed, p.task_id): float(p.patched_reward >= result.threshold)
+                            for p in pairs}
+        ablated, reference = ok(m.pairs), ok(full.pairs)
+        row = {"method": m.name, "full": full.name, "site": m.ablated_site}
+        groups = {}
+        for bench in BENCH_ORDER:
+            keys = sorted(k for k in set(ablated) & set(reference) if k[0] == bench)
+            if keys:
+                groups[bench] = [ablated[k] - reference[k] for k in keys]
+                mean, lo, hi = paired_bootstrap_ci(groups[bench], n_boot=n_boot, seed=seed,
+                                                   clusters=[k[2] for k in keys])
+                row[bench] = {"mean": 100 * mean, "ci95": [100 * lo, 100 * hi], "n": len(keys)}
+        if groups:
+            mean, lo, hi = stratified_mean_ci(groups, n_boot=n_boot, seed=seed)
+            row["average"] = {"mean": 100 * mean, "ci95": [100 * lo, 100 * hi], "n": sum(map(len, groups.values()))}
+        rows.append(row)
     return rows
 
 
@@ -189,8 +234,9 @@ def _fmt(x, nd=1):
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
 
 
-# (key, header, the key of the cell's task count)
-MAIN_COLUMNS = [("alfworld_success", "ALFWorld (all)", "alfworld_n"),
+# (key, header, the key of the cell's task count): the paper's main-table layout
+MAIN_COLUMNS = [*((f"alfworld_{f}", f"ALF {h}", f"alfworld_{f}_n") for f, h in ALFWORLD_FAMILIES),
+                ("alfworld_success", "ALFWorld (all)", "alfworld_n"),
                 ("webshop_score", f"WebShop score{SUBSTITUTE_MARK}", "webshop_n"),
                 ("webshop_success", f"WebShop success{SUBSTITUTE_MARK}", "webshop_n"),
                 ("dbbench_success", "DBBench success", "dbbench_n"), ("average", "Avg", "average_n")]
@@ -226,7 +272,43 @@ def _provenance_lines(p: dict) -> list[tuple[str, str]]:
     return lines
 
 
-def markdown_tables(result: EvalResult, main_rows, deltas) -> list[str]:
+def _ci_cell(cell) -> str:
+    if not cell:
+        return "–"
+    lo, hi = cell["ci95"]
+    sig = "" if lo > 0 or hi < 0 else " (n.s.)"
+    return f"{cell['mean']:+.1f} [{lo:+.1f}, {hi:+.1f}]{sig} ({cell['n']})"
+
+
+ABLATION_BENCHES = ("alfworld", "webshop", "dbbench", "average")
+
+
+def ablation_markdown(ablation: list[dict]) -> list[str]:
+    if not ablation:
+        return []
+    lines = ["", "## Lifecycle ablation (Δ success pp against the full patch, paired per task, 95% CI; (n) = tasks)", "",
+             "| Ablation | Full patch | " + " | ".join(["ALFWorld", "WebShop success‡", "DBBench", "Avg"]) + " |",
+             "|---|---|---|---|---|---|"]
+    for r in ablation:
+        lines.append(f"| {r['method']} | {r['full']} | " + " | ".join(_ci_cell(r.get(b)) for b in ABLATION_BENCHES) + " |")
+    return lines
+
+
+def write_main_csv(path: str, main_rows: list[dict]) -> None:
+    """The main table as CSV: one row per method, every column with its n beside it (`<column>_n`)."""
+    import csv
+    header = ["method"] + [x for key, _, _ in MAIN_COLUMNS for x in (key, f"{key}_n")]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in main_rows:
+            cells = [r["method"]]
+            for key, _, n in MAIN_COLUMNS:
+                cells += [f"{r[key]:.2f}" if r.get(n) else "", r.get(n, 0)]
+            w.writerow(cells)
+
+
+def markdown_tables(result: EvalResult, main_rows, deltas, ablation=()) -> list[str]:
     """The main, delta and cost tables with their footnotes (also TensorBoard's text summary)."""
     lines = ["## Main table (success %, WebShop score = mean reward × 100; (n) = tasks)", "",
              "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
@@ -241,6 +323,7 @@ def markdown_tables(result: EvalResult, main_rows, deltas) -> list[str]:
     for d in deltas:
         lines.append(f"| {d['method']} | {BENCHMARK_LABELS[d['benchmark']]} | {d['n']} | {_delta_cell(d)} | "
                      f"{100 * d['delta_pass_rate']:+.1f} | {d['rescued']} | {d['regressed']} | {d['seeds']} |")
+    lines += ablation_markdown(ablation)
     lines += ["", "## Cost and validity", "",
               "| Method | target episodes | target tokens | engineer tokens | wall s | invalid patches | eval failed |",
               "|---|---|---|---|---|---|---|"]
@@ -252,11 +335,11 @@ def markdown_tables(result: EvalResult, main_rows, deltas) -> list[str]:
     return lines
 
 
-def render_markdown(result: EvalResult, main_rows, deltas, provenance: dict) -> str:
+def render_markdown(result: EvalResult, main_rows, deltas, provenance: dict, ablation=()) -> str:
     lines = [f"# {result.title}", ""]
     lines += [f"- {k}: {v}" for k, v in _provenance_lines(provenance)] + [""]
     lines += [f"- {n}" for n in result.notes] + [""]
-    lines += markdown_tables(result, main_rows, deltas)
+    lines += markdown_tables(result, main_rows, deltas, ablation)
     lines += ["", "## Patches", ""]
     for m in result.methods:
         for p in m.patches:
@@ -360,13 +443,27 @@ def _html_patches(result: EvalResult) -> list[str]:
     return parts
 
 
-def render_html(result: EvalResult, main_rows, deltas, provenance: dict) -> str:
+def _html_ablation(ablation) -> list[str]:
+    if not ablation:
+        return []
+    e = html.escape
+    parts = ["<h2>Lifecycle ablation</h2><p class='foot'>Δ success pp against the full patch, paired per task, "
+             "95% CI; (n) = tasks</p><table id='ablation-table'><tr><th>Ablation</th><th>Full patch</th>"
+             "<th>ALFWorld</th><th>WebShop success‡</th><th>DBBench</th><th>Avg</th></tr>"]
+    for r in ablation:
+        parts.append(f"<tr><td>{e(r['method'])}</td><td>{e(r['full'])}</td>"
+                     + "".join(f"<td>{e(_ci_cell(r.get(b)))}</td>" for b in ABLATION_BENCHES) + "</tr>")
+    return parts + ["</table>"]
+
+
+def render_html(result: EvalResult, main_rows, deltas, provenance: dict, ablation=()) -> str:
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(result.title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><table class='prov' id='provenance'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _provenance_lines(provenance)]
     parts.append("</table><ul>" + "".join(f"<li>{e(n)}</li>" for n in result.notes) + "</ul>")
-    parts += _html_main_table(result, main_rows) + _html_deltas(deltas) + _html_costs(result) + _html_patches(result)
+    parts += (_html_main_table(result, main_rows) + _html_deltas(deltas) + _html_ablation(ablation)
+              + _html_costs(result) + _html_patches(result))
     parts.append("</body></html>")
     return "".join(parts)
 
@@ -399,7 +496,7 @@ def write_scalars(result: EvalResult, main_rows, deltas, logdir: str, step: int 
 
 def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: int = 0,
                   provenance: dict | None = None, tb_dir: str | None = None, steps: dict | None = None) -> dict:
-    """Write report.md, report.html and report.json (the numbers and the provenance) into `outdir`,
+    """Write report.md, report.html, main_table.csv and report.json (the numbers and the provenance) into `outdir`,
     and the deltas as TensorBoard scalars under `tb_dir` (default `outdir/tensorboard/eval`).
 
     `provenance` defaults to what `outdir` holds (`provenance.collect`: the stage's config file, the
@@ -408,16 +505,19 @@ def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: 
     os.makedirs(outdir, exist_ok=True)
     main_rows = main_table_rows(result)
     deltas = delta_rows(result, n_boot=n_boot, seed=seed)
+    ablation = ablation_rows(result, n_boot=n_boot, seed=seed)
     benchmarks = [b for b in BENCH_ORDER if any(p.benchmark == b for m in result.methods for p in m.pairs)]
     provenance = provenance or prov.collect(outdir, benchmarks)
     paths = {"md": os.path.join(outdir, "report.md"), "html": os.path.join(outdir, "report.html"),
-             "json": os.path.join(outdir, "report.json")}
+             "json": os.path.join(outdir, "report.json"), "csv": os.path.join(outdir, "main_table.csv")}
     # Reports quote patches and reasons (endpoint text): unencodable code points become "?".
     with open(paths["md"], "w", encoding="utf-8", errors="replace") as f:
-        f.write(render_markdown(result, main_rows, deltas, provenance))
+        f.write(render_markdown(result, main_rows, deltas, provenance, ablation))
     with open(paths["html"], "w", encoding="utf-8", errors="replace") as f:
-        f.write(render_html(result, main_rows, deltas, provenance))
-    write_json(paths["json"], {"main_table": main_rows, "deltas": deltas, "provenance": provenance}, sort_keys=True)
+        f.write(render_html(result, main_rows, deltas, provenance, ablation))
+    write_main_csv(paths["csv"], main_rows)
+    write_json(paths["json"], {"main_table": main_rows, "deltas": deltas, "ablation": ablation,
+                               "provenance": provenance}, sort_keys=True)
     write_scalars(result, main_rows, deltas, tb_dir or os.path.join(outdir, "tensorboard", "eval"),
                   steps if steps is not None else int(provenance.get("engineer_step") or 0))
     return paths

@@ -18,6 +18,7 @@ class TaskPair:
     batch: str
     baseline_reward: float
     patched_reward: float
+    family: str = ""            # ALFWorld task family (pick_and_place, ...); "" elsewhere
 
 
 @dataclasses.dataclass
@@ -47,6 +48,8 @@ class MethodResult:
     n_invalid: int = 0
     n_eval_failed: int = 0
     upper_reference: bool = False          # e.g. best-of-N chosen by the environment's own signal
+    ablation_of: str = ""                  # lifecycle ablation: the full method's name ...
+    ablated_site: str = ""                 # ... and the hook site its patches run without
 
 
 @dataclasses.dataclass

@@ -59,6 +59,20 @@ def paired_bootstrap_ci(deltas, *, n_boot: int = 2000, alpha: float = 0.05, seed
     return mean, float(lo), float(hi)
 
 
+def stratified_mean_ci(groups: Mapping[str, list], *, n_boot: int = 2000, alpha: float = 0.05,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """The mean over groups of each group's mean (the main table's Avg over benchmarks), with a
+    percentile interval from resampling within every group independently."""
+    rng = np.random.default_rng(seed)
+    values = [np.asarray(v, dtype=np.float64) for v in groups.values() if len(v)]
+    if not values:
+        return 0.0, 0.0, 0.0
+    mean = float(np.mean([v.mean() for v in values]))
+    boots = np.mean([v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1) for v in values], axis=0)
+    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
+    return mean, float(lo), float(hi)
+
+
 def summarize_pairs(baseline_rewards, patched_rewards, *, threshold: float = 1.0, n_boot: int = 2000,
                     seed: int = 0, clusters=None) -> PairedSummary:
     base = np.asarray(baseline_rewards, dtype=np.float64)

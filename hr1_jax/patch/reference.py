@@ -6,3 +6,4 @@ import pathlib
 
 REFERENCE_PATCH_DIR = pathlib.Path(__file__).resolve().parent / "reference_patches"
 HELDOUT_DIR = REFERENCE_PATCH_DIR / "examples" / "heldout_generalization"
+HELDOUT_EDITORS = ("harness-r1", "qwen3.5-397b", "deepseek-v4-pro")   # the three editors shipped

@@ -32,6 +32,28 @@ from hr1_jax.utils.logging import log_event
 
 PARAMS_DIR = "final_params"    # <stage workdir>/final_params: the handoff between stages
 MODEL_CONFIG = "model_config.json"
+# The prompt style a checkpoint was trained with (rows' `prompt_version`), saved beside its params
+# so an evaluation asks the engineer in that style (hr1_jax/eval/prompt_styles.py).
+PROMPT_STYLE_FILE = "prompt_style.json"
+DEFAULT_PROMPT_STYLE = "hr1-prompt-v1"
+
+
+def carried_prompt_style(folder: str) -> str:
+    """The style saved in a params folder; "" when it carries none (older or HF checkpoints)."""
+    path = os.path.join(folder, PROMPT_STYLE_FILE)
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return str(json.load(f).get("prompt_version") or "")
+
+
+def rows_prompt_style(rows: list[dict]) -> str:
+    """The one `prompt_version` of training rows (rows without one are the reference style)."""
+    styles = {str((r.get("metadata") or {}).get("prompt_version") or DEFAULT_PROMPT_STYLE) for r in rows}
+    if len(styles) > 1:
+        raise ConfigError("train", f"training rows mix prompt styles {sorted(styles)}: one engineer is trained "
+                                   "(and evaluated) in one style")
+    return styles.pop() if styles else DEFAULT_PROMPT_STYLE
 
 
 def model_config_for(config, tokenizer) -> ModelConfig:
@@ -114,6 +136,9 @@ class Engineer:
             check_vocab(self.tokenizer, ModelConfig.from_hf_dict(saved).vocab_size, source)
         t0 = time.monotonic()
         model, self.cfg = self._load_model(source, saved)
+        # A restored checkpoint passes its style on; a stage that trains on rows sets theirs
+        # (`use_rows_prompt_style`); "" = unknown, nothing is recorded.
+        self.prompt_style = carried_prompt_style(source) if source else ""
         self.graphdef, params, self.rest = split_model(model)
         self.init_params = params
         log_event(stage, "model_ready", source=source or "random", params=int(sum(np.size(x) for x in jax.tree.leaves(params))),
@@ -156,6 +181,10 @@ class Engineer:
         state = ocp.StandardCheckpointer().restore(params_dir, target)
         return nnx.merge(graphdef, state), cfg
 
+    def use_rows_prompt_style(self, rows: list[dict]) -> None:
+        """The prompt style the exported params will carry: the training rows'."""
+        self.prompt_style = rows_prompt_style(rows)
+
     def require_batch_divisible(self, rows: int, key: str) -> None:
         """Batch rows are split over the data and fsdp mesh axes: fail early, naming the key."""
         shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
@@ -184,6 +213,9 @@ class Engineer:
         """Write the stage's final params (handoff) and, if configured, an HF folder."""
         folder = os.path.join(workdir, PARAMS_DIR)
         save_params(nnx.state(nnx.merge(self.graphdef, params, self.rest)), self.cfg, folder, self.tokenizer)
+        if self.prompt_style and jax.process_index() == 0:
+            with open(os.path.join(folder, PROMPT_STYLE_FILE), "w") as f:
+                json.dump({"prompt_version": self.prompt_style}, f)
         if self.config.train.checkpoint.export_hf:
             try:
                 model = nnx.merge(self.graphdef, params, self.rest)

@@ -16,7 +16,8 @@ def _config():
     c.dbbench.backend = "sqlite"
     c.rollout.num_workers = 2
     e = c.eval
-    e.benchmarks, e.tasks, e.seeds = "dbbench,webshop", "0:10", "0"
+    e.benchmarks, e.seeds = "dbbench,webshop", "0"
+    e.tasks.update("0:10")
     e.engineer = "teacher"
     e.compare_teacher = False
     e.fixed_editors = "reference:seed20260720"
@@ -37,7 +38,8 @@ def test_reports_carry_all_methods_baselines_and_intervals(first_run):
     methods = [r["method"] for r in numbers["main_table"]]
     assert methods[0] == "No patch (baseline)"
     for expected in ("Template teacher", "Reference harness-r1 patch (seed20260720)", "Self-Refine rule",
-                     "Best-of-2 target (budget-matched) †", "Template teacher held-out (evidence seed 1)"):
+                     "Best-of-2 target (budget-matched) †", "Template teacher held-out (evidence seed 1)",
+                     "Reference harness-r1 patch (seed20260720) held-out (evidence seed 1)"):
         assert expected in methods, methods
     for d in numbers["deltas"]:
         assert d["ci_low"] <= d["mean_delta"] <= d["ci_high"]
@@ -64,7 +66,7 @@ def test_eval_report_renders(first_run, tmp_path):
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         pytest.skip("chromium is not installed (launch/setup.sh installs it as root)")
     rows, images, loaded = render_probe(first_run / "report.html", tmp_path)
-    assert rows == 7 and images == 2 and loaded == 2  # header + no patch + 5 methods
+    assert rows == 8 and images == 2 and loaded == 2  # header + no patch + 6 methods
 
 
 def test_checkpoint_engineer_is_scored_and_invalid_output_counts_as_no_patch(tmp_path):
@@ -85,11 +87,11 @@ def test_checkpoint_engineer_is_scored_and_invalid_output_counts_as_no_patch(tmp
     tok = load_tokenizer()
     cfg = model_config_for(c, tok)
     _, params, _ = split_model(build_model(cfg, nnx.Rngs(0)))
-    save_params(params, cfg, str(tmp_path / "stage" / "final_params"), tok)
-    c.eval.engineer = str(tmp_path / "stage" / "final_params")
+    save_params(params, cfg, str(tmp_path / "myrun" / "grpo" / "final_params"), tok)
+    c.eval.engineer = str(tmp_path / "myrun" / "grpo" / "final_params")
     assert eval_stage(c, str(tmp_path / "eval")) == 0
     result = json.loads((tmp_path / "eval" / "eval_result.json").read_text())
     engineer = result["methods"][0]
-    assert engineer["name"].startswith("Engineer") and engineer["n_invalid"] == len(engineer["patches"]) >= 1
+    assert engineer["name"] == "GRPO engineer (myrun)" and engineer["n_invalid"] == len(engineer["patches"]) >= 1
     assert all(p["baseline_reward"] == p["patched_reward"] for p in engineer["pairs"])
     assert (tmp_path / "eval" / "responses").is_dir()
