@@ -33,11 +33,14 @@ INSTALL_REQUIRES = [
 EXTRAS = {
     # torch is a test-only dependency (Hugging Face PyTorch parity); the exact pin takes the local
     # CPU wheel instead of a multi-GB CUDA build. pyflakes lints the teacher's hook programs as code.
-    "test": ["pytest>=8", "torch==2.13.0", "pyflakes>=3"],
+    "test": ["pytest>=8", "torch==2.13.0", "pyflakes>=3", "ray==2.60.0"],
     # The real ALFWorld/TextWorld engine (compiles fast-downward from source, ~5 min on 2 cores).
     "alfworld": ["alfworld==0.4.2"],
     # Evaluation reports: plots embedded in report.html.
     "eval": ["matplotlib"],
+    # rollout.backend=ray: rerun workers as Ray actors, on machines beside the training hosts
+    # (launch/ray_cluster.sh). Also in "test", so CI runs the Ray backend's tests.
+    "ray": ["ray==2.60.0"],
 }
 EXTRAS["all"] = sorted({p for v in EXTRAS.values() for p in v})
 # Accelerator runtimes for the pinned jax (jax 0.10.2's own `tpu` / `cuda12` extras, with the versions

@@ -8,6 +8,9 @@ METRICS = ("delta_average_reward", "delta_pass_rate")
 
 def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
+    c.backend = "local"              # local (subprocess pool) | ray (actors, possibly on other machines)
+    c.ray_address = ""               # ray: "" = private local instance, "auto" / "ray://head:10001" = a cluster
+    c.ray_resource = ""              # ray: custom resource every rollout actor needs ("" = any node)
     c.num_workers = 2
     c.job_timeout_s = 1800.0
     c.max_job_retries = 2
@@ -37,6 +40,7 @@ def defaults() -> ml_collections.ConfigDict:
 
 
 def validate(c, config) -> None:
+    require(c.backend in ("local", "ray"), "rollout.backend", "must be local or ray")
     require(c.num_workers >= 1, "rollout.num_workers", "must be >= 1")
     require(c.batch_size >= 1, "rollout.batch_size", "must be >= 1")
     require(c.job_timeout_s > 0, "rollout.job_timeout_s", "must be > 0")

@@ -216,6 +216,10 @@ class _Worker:
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
 
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
 
 class WorkerPool:
     """`with WorkerPool(config) as pool: handle = pool.submit(JobSpec(...)); handle.collect()`.
@@ -265,11 +269,11 @@ class WorkerPool:
 
     def worker_pids(self) -> list[int]:
         with self._lock:
-            return [w.proc.pid for w in self._workers]
+            return [w.pid for w in self._workers]
 
     def busy_worker_pids(self) -> list[int]:
         with self._lock:
-            return [w.proc.pid for w in self._workers if w.job is not None]
+            return [w.pid for w in self._workers if w.job is not None]
 
     def close(self) -> None:
         with self._lock:
@@ -340,7 +344,7 @@ class WorkerPool:
             return
         self._workers[idx] = self._start_worker()
         self.stats["workers_replaced"] += 1
-        log_event("rollout", "worker_replaced", pid=w.proc.pid, reason=reason,
+        log_event("rollout", "worker_replaced", pid=w.pid, reason=reason,
                   job=job.handle.job_id if job else None)
         if job is not None:
             self._blame_in_flight(job, w.retry_tasks, reason)
@@ -371,13 +375,17 @@ class WorkerPool:
             job.handle._queue.put(failed_episode(spec.benchmark, spec.split, tid, spec.seed,
                                                  f"failed after {job.attempts + 1} attempts: {reason}"))
 
-    def _send(self, w: _Worker, job: _Job) -> None:
+    @staticmethod
+    def _job_message(job: _Job) -> dict:
         spec = job.handle.spec
+        return {"job_id": job.handle.job_id, "benchmark": spec.benchmark, "split": spec.split,
+                "task_ids": list(job.remaining), "patch": spec.patch, "target": spec.target or {},
+                "seed": spec.seed}
+
+    def _send(self, w: _Worker, job: _Job) -> None:
         w.job, w.retry_tasks = job, []
         w.deadline = time.monotonic() + self.job_timeout_s
-        w.conn.send({"job_id": job.handle.job_id, "benchmark": spec.benchmark, "split": spec.split,
-                     "task_ids": list(job.remaining), "patch": spec.patch, "target": spec.target or {},
-                     "seed": spec.seed})
+        w.conn.send(self._job_message(job))
 
     def _on_message(self, w: _Worker, msg) -> None:
         kind, job_id, payload = msg
@@ -406,44 +414,8 @@ class WorkerPool:
 
     def _dispatch_loop(self) -> None:
         try:
-            while True:
-                with self._lock:
-                    if self._closed and not self._pending and all(w.job is None for w in self._workers):
-                        return
-                    for w in self._workers:
-                        if w.job is None and self._pending:
-                            job = self._pending.popleft()
-                            try:
-                                self._send(w, job)
-                            except (OSError, ValueError):
-                                w.job = job
-                                self._replace(w, "worker pipe closed")
-                    busy = {w.conn: w for w in self._workers if w.job is not None}
-                ready = wait_connections(list(busy) + [self._wake_r], timeout=0.2)
-                if self._wake_r in ready:
-                    try:
-                        self._wake_r.recv(4096)
-                    except (BlockingIOError, OSError):
-                        pass
-                with self._lock:
-                    for conn in ready:
-                        if conn is self._wake_r:
-                            continue
-                        w = busy[conn]
-                        if w not in self._workers:
-                            continue
-                        try:
-                            while conn.poll():
-                                self._on_message(w, conn.recv())
-                        except (EOFError, OSError):
-                            self._replace(w, f"worker died (exit code {w.proc.exitcode})")
-                    now = time.monotonic()
-                    for w in list(self._workers):
-                        if w.job is not None and now > w.deadline:
-                            self.stats["timeouts"] += 1
-                            self._replace(w, f"job exceeded its {self.job_timeout_s:.0f}s budget")
-                        elif not w.proc.is_alive() and not w.conn.poll():
-                            self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+            while self._dispatch_round():
+                pass
         except Exception as e:  # never leave a caller waiting forever
             log_event("rollout", "dispatcher_crashed", error=repr(e))
             with self._lock:
@@ -453,3 +425,54 @@ class WorkerPool:
                 for job in jobs:
                     job.attempts = self.max_retries
                     self._retry_or_fail(job, job.remaining, f"pool dispatcher crashed: {e!r}")
+
+    def _assign_idle(self, send_errors: tuple) -> bool:
+        """Give pending jobs to idle workers (lock held); False once closed and drained."""
+        if self._closed and not self._pending and all(w.job is None for w in self._workers):
+            return False
+        for w in self._workers:
+            if w.job is None and self._pending:
+                job = self._pending.popleft()
+                try:
+                    self._send(w, job)
+                except send_errors:
+                    w.job = job
+                    self._replace(w, "worker unreachable")
+        return True
+
+    def _expire_overdue(self) -> None:
+        now = time.monotonic()
+        for w in list(self._workers):
+            if w.job is not None and now > w.deadline:
+                self.stats["timeouts"] += 1
+                self._replace(w, f"a task exceeded the {self.job_timeout_s:.0f}s budget")
+
+    def _drain_wake(self) -> None:
+        try:
+            self._wake_r.recv(4096)
+        except (BlockingIOError, OSError):
+            pass
+
+    def _dispatch_round(self) -> bool:
+        with self._lock:
+            if not self._assign_idle((OSError, ValueError)):
+                return False
+            busy = {w.conn: w for w in self._workers if w.job is not None}
+        ready = wait_connections(list(busy) + [self._wake_r], timeout=0.2)
+        if self._wake_r in ready:
+            self._drain_wake()
+        with self._lock:
+            for conn in ready:
+                w = busy.get(conn)
+                if w is None or w not in self._workers:
+                    continue
+                try:
+                    while conn.poll():
+                        self._on_message(w, conn.recv())
+                except (EOFError, OSError):
+                    self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+            self._expire_overdue()
+            for w in list(self._workers):
+                if not w.proc.is_alive() and not w.conn.poll():
+                    self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+        return True

@@ -102,7 +102,8 @@ class RewardContext:
     @property
     def pool(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self.config)
+            from hr1_jax.rollout.ray_backend import make_pool
+            self._pool = make_pool(self.config)
         return self._pool
 
     def close(self) -> None:
