@@ -84,6 +84,7 @@ def _encode_calls(reply: dict, mode: str) -> dict:
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "hr1-loopback/1"
     protocol_version = "HTTP/1.1"   # keep-alive, as real servers: a pooled client reuses its connection
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no delayed-ACK stall between
 
     def log_message(self, *args):  # quiet
         pass
