@@ -177,3 +177,12 @@ def test_rollout_cli_against_a_strict_server(tmp_path):
     assert auto.returncode == 0, auto.stderr[-2000:]
     assert "infra_errors=0" in auto.stdout and f"mean_reward={sum(local) / 3:.4f}" in auto.stdout
     assert forced.returncode != 0 and re.search(r'infra_errors"?[=:] ?3\b', forced.stdout + forced.stderr)
+
+
+def test_probe_passes_a_strict_server_in_auto_mode():
+    from hr1_jax.agents.probe import _DemoAgent, probe
+    with LoopbackOpenAIServer(lambda m: _DemoAgent(), strict=True) as srv:
+        report = probe(srv.base_url, "m", timeout_s=10)
+        forced = probe(srv.base_url, "m", timeout_s=10, vllm_fields=True)
+    assert report["exit_code"] == 0 and report["vllm_fields"] is False
+    assert forced["exit_code"] == 2 and "HTTP 400" in forced["error"]

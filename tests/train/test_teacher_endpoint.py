@@ -125,7 +125,7 @@ def test_concurrency_requests_in_flight_and_order_kept():
 def test_reasoning_clean_up_rules():
     raw = ("<think>The agent `SELECT`s before it reads the schema {\"x\": {\"y\": 1}} twice.\n"
            "```sql\nSELECT * FROM t;\n```\n  Fix:   read first</think>\n" + PATCH)
-    assert clean_reasoning(raw, PATCH_JSON) == "The agent SELECT s before it reads the schema twice. Fix: read first."
+    assert clean_reasoning(raw, PATCH_JSON) == "The agent SELECTs before it reads the schema twice. Fix: read first."
     assert clean_reasoning("no close tag, but " + PATCH, PATCH_JSON) == "no close tag, but."
     assert clean_reasoning(PATCH, PATCH_JSON) == "Check the schema first."  # nothing before the patch
     long = " ".join(f"w{i}" for i in range(400)) + "</think>" + PATCH

@@ -28,7 +28,7 @@ def clean_text(text: str) -> str:
         if stripped == text:
             break
         text = stripped
-    return " ".join(text.replace("`", " ").replace("{", " ").replace("}", " ").split())
+    return " ".join(text.replace("`", "").replace("{", " ").replace("}", " ").split())
 
 
 def _capped(text: str) -> str:
