@@ -5,6 +5,7 @@ assembler rejects a malformed layout."""
 import copy
 import hashlib
 import importlib
+import inspect
 import itertools
 import json
 import py_compile
@@ -83,7 +84,7 @@ def test_library_structure(bench):
     # the full program is the source functions themselves, renamed to `hook`, with helpers in front
     full = {a["hook"]: a["code"] for a in P.build_patch(bench, list(src.MODULES))["actions"]}
     for site in ("on_post_step", "make_pre_hint", "on_before_action"):
-        code = importlib.import_module("inspect").getsource(getattr(src, site))
+        code = inspect.getsource(getattr(src, site))
         body = "".join(l for l in code.splitlines(keepends=True)[1:] if not P._MARK.match(l))
         assert full[site] == P.HOOKS[bench][site].helpers + P.HOOK_DEF + body
 
