@@ -40,7 +40,7 @@ MAX_RE_PATTERN = 20_000
 MAX_ROUND_DIGITS = 1_000
 MAX_RSS_GROWTH = 256 * 2**20  # bytes one hook call may add to the process (safety net)
 MAX_CALL_DEPTH = 100          # nested calls of hook functions
-TICK_CHECK_MASK = 63          # wall clock and RSS are sampled every 64 ticks
+CHECK_EVERY_LINES = 64        # wall clock and RSS are sampled every 64 counted statements
 MAX_MATCHER_WORK = 2_000_000  # len(a) * len(b) of one SequenceMatcher comparison
 
 
@@ -82,9 +82,11 @@ class CallBudget:
     `lines_left` counts statements executed by hook code (ticks inserted by the sandbox's
     rewrite), `alloc_left` large allocations and C-level work charged by the guards: both are
     deterministic, so a hook's fate does not depend on machine load. `deadline` is only the far
-    wall-clock safety net (a time.perf_counter() value; also bounds regex calls)."""
+    wall-clock safety net (a time.perf_counter() value; also bounds regex calls). A tick only
+    subtracts and compares with `next_check`; the clock and RSS are looked at every
+    CHECK_EVERY_LINES statements and whenever the line budget is exhausted."""
 
-    __slots__ = ("alloc_left", "lines_left", "line_budget", "deadline", "rss0", "ticks", "depth")
+    __slots__ = ("alloc_left", "lines_left", "line_budget", "deadline", "rss0", "next_check", "depth")
 
     def __init__(self, alloc: int = ALLOC_BUDGET, deadline: float | None = None,
                  line_budget: int | None = None):
@@ -92,8 +94,8 @@ class CallBudget:
         self.line_budget = line_budget
         self.lines_left = line_budget if line_budget is not None else 1 << 62
         self.deadline = deadline if deadline is not None else math.inf
-        self.rss0 = rss_bytes() if line_budget is not None else None
-        self.ticks = 0
+        self.rss0 = None  # read at the first checkpoint: short hooks never pay for /proc
+        self.next_check = max(self.lines_left - CHECK_EVERY_LINES, 0)
         self.depth = 0
 
 
@@ -137,36 +139,38 @@ def charge_work(n: int, what: str) -> None:
 # off, and the count is the same on an idle and on a loaded machine. Once exceeded, every later
 # tick raises again, so an error swallowed somewhere in C is raised at the next statement.
 
-def _over_budget(b: CallBudget) -> None:
+def _checkpoint(b: CallBudget) -> None:
+    """The slow part of a tick, every CHECK_EVERY_LINES statements: budget, RSS, clock."""
     if b.lines_left < 0:
         raise HookTimeout(f"line budget of {b.line_budget} exceeded")
-    if b.rss0 is not None and not b.ticks & TICK_CHECK_MASK:
-        grown = (rss_bytes() or b.rss0) - b.rss0
-        if grown > MAX_RSS_GROWTH:
-            raise HookMemoryError(f"process memory grew by {grown >> 20} MiB during the hook")
+    b.next_check = max(b.lines_left - CHECK_EVERY_LINES, 0)  # 0: the first overdraft always lands here
+    rss = rss_bytes()
+    if b.rss0 is None:
+        b.rss0 = rss
+    elif rss is not None and rss - b.rss0 > MAX_RSS_GROWTH:
+        raise HookMemoryError(f"process memory grew by {(rss - b.rss0) >> 20} MiB during the hook")
     if time.perf_counter() > b.deadline:
         raise HookTimeout("wall-clock safety net exceeded")
 
 
 def g_tick(n: int) -> None:
     b = _TLS.budget
-    if b is None:
-        return
-    b.lines_left -= n
-    b.ticks += 1
-    if b.lines_left < 0 or not b.ticks & TICK_CHECK_MASK or time.perf_counter() > b.deadline:
-        _over_budget(b)
+    if b is not None:
+        b.lines_left -= n
+        if b.lines_left < b.next_check:
+            _checkpoint(b)
 
 
 def g_enter(n: int) -> None:
     """Entry of a hook function: its first tick, and one call level more."""
     b = _TLS.budget
-    if b is None:
-        return
-    b.depth += 1
-    if b.depth > MAX_CALL_DEPTH:
-        raise HookMemoryError(f"call depth above {MAX_CALL_DEPTH}")
-    g_tick(n)
+    if b is not None:
+        b.depth += 1
+        b.lines_left -= n
+        if b.depth > MAX_CALL_DEPTH:
+            raise HookMemoryError(f"call depth above {MAX_CALL_DEPTH}")
+        if b.lines_left < b.next_check:
+            _checkpoint(b)
 
 
 def g_exit() -> None:
@@ -177,11 +181,14 @@ def g_exit() -> None:
 
 def g_iter(iterable):
     """A comprehension's iterable: one statement tick per item drawn."""
-    if _TLS.budget is None:
+    b = _TLS.budget  # hook objects cannot outlive their call (nb holds plain data only)
+    if b is None:
         yield from iterable
         return
     for item in iterable:
-        g_tick(1)
+        b.lines_left -= 1
+        if b.lines_left < b.next_check:
+            _checkpoint(b)
         yield item
 
 
@@ -882,16 +889,21 @@ _FLAT_CONTAINERS.add(FrozenList)
 _DICTS.add(FrozenDict)
 
 
+_SHARED_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def freeze(value):
     """Deep copy of `value` into read-only containers (dict -> FrozenDict, list -> FrozenList,
-    set -> frozenset); scalars are shared, other objects deep-copied."""
+    set -> frozenset); scalars are shared, other objects deep-copied. Scalar items are taken
+    in the comprehensions themselves (most of a ctx is scalars: one call fewer each)."""
     t = type(value)
-    if t is str or t is int or t is float or t is bool or value is None:
+    if t in _SHARED_SCALARS:
         return value
+    scalars = _SHARED_SCALARS
     if isinstance(value, dict):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
+        return FrozenDict({k: v if type(v) in scalars else freeze(v) for k, v in value.items()})
     if isinstance(value, list):
-        return FrozenList([freeze(v) for v in value])
+        return FrozenList([v if type(v) in scalars else freeze(v) for v in value])
     if isinstance(value, tuple):
         return tuple(freeze(v) for v in value)
     if isinstance(value, (set, frozenset)):

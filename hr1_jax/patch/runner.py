@@ -7,8 +7,9 @@ work, so the same hook on the same ctx gets the same status on an idle and on a 
   the hook's own code (no tracer a hook could switch off; the reference counted line events);
 * work: large allocations and C-level scans charged by the guards of `guards.py` (per-object caps
   and a per-call budget);
-* wall clock only as a far safety net (`time_budget_s`, sampled every 64 ticks), process memory
-  as a sampled safety net, Python's recursion limit for depth.
+* wall clock only as a far safety net (`time_budget_s`, sampled every 64 counted statements and
+  at return), process memory as a sampled safety net, a call-depth cap in the functions that can
+  recurse.
 All stop signals derive from BaseException, so hook-level `except Exception` cannot swallow
 them, and an exceeded budget raises again at every later statement. `ctx` is deep-copied into
 read-only containers; `nb` is the caller's dict and keeps partial writes, but after each call it

@@ -29,6 +29,7 @@ MAX_HOOK_SOURCE_CHARS = 8000
 MAX_HOOK_AST_NODES = 1200
 MAX_HOOK_STR_CHARS = 700
 MAX_HELPER_FUNCTIONS = 5
+MAX_HOOK_AST_DEPTH = 200      # ours (as the tokenizer's bracket nesting); shipped hooks nest <= 16
 
 SAFE_BUILTIN_NAMES = frozenset({
     "abs", "all", "any", "bool", "dict", "enumerate", "Exception", "filter", "float", "int",
@@ -104,8 +105,56 @@ def _check_try(node: ast.Try) -> None:
             _fail("forbidden_name", f"exception alias uses forbidden name: {h.name}")
 
 
+_CHILD_FIELDS: dict = {}
+
+
+def _child_fields(t: type) -> tuple:
+    """Fields of a node type that can hold child nodes (`ctx` markers are skipped)."""
+    fields = _CHILD_FIELDS.get(t)
+    if fields is None:
+        fields = _CHILD_FIELDS[t] = tuple(f for f in t._fields if f != "ctx")
+    return fields
+
+
+def _nodes(root: ast.AST) -> list:
+    """Every node under root, breadth first, without the `ctx` markers (one list, no generators:
+    `ast.walk` costs twice as much and hooks are walked on every validation). Trees deeper than
+    MAX_HOOK_AST_DEPTH are rejected: the rewrite and the compiler recurse once per level."""
+    out, start, depth = [root], 0, 0
+    append, AST = out.append, ast.AST
+    while start < len(out):
+        depth += 1
+        if depth > MAX_HOOK_AST_DEPTH:
+            _fail("hook_too_complex", f"hook code is nested more than {MAX_HOOK_AST_DEPTH} levels deep")
+        end = len(out)
+        for node in out[start:end]:
+            for field in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, AST):
+                            append(item)
+                elif isinstance(value, AST):
+                    append(value)
+        start = end
+    return out
+
+
+class _Facts:
+    """What the rewrite needs to know about a validated tree, gathered in the same pass:
+    `bound` every name the hook binds, `recursive` the functions that may run nested in
+    themselves (see `_recursive_functions`)."""
+
+    def __init__(self, bound: set, recursive: set):
+        self.bound, self.recursive = bound, recursive
+
+
 def validate_hook_source(source, benchmark: str | None = None) -> ast.Module:
     """The static checks of reference §3.1 (plus the frame-attribute rule); returns the tree."""
+    return _validate(source, benchmark)[0]
+
+
+def _validate(source, benchmark: str | None) -> tuple[ast.Module, _Facts]:
     if not isinstance(source, str) or not source.strip():
         _fail("hook_empty", "hook code must be a non-empty string")
     if len(source) > MAX_HOOK_SOURCE_CHARS:
@@ -136,34 +185,85 @@ def validate_hook_source(source, benchmark: str | None = None) -> ast.Module:
     for h in helpers:
         _check_signature(h, is_hook=False)
 
-    nodes = list(ast.walk(tree))
-    if len(nodes) > MAX_HOOK_AST_NODES:
+    per_func = [_nodes(f) for f in funcs]
+    # ast.walk's count (the reference's cap): the module, every node, and every ctx marker.
+    count = 1 + sum(len(ns) + sum(1 for n in ns if type(n) in _CTX_TYPES) for ns in per_func)
+    if count > MAX_HOOK_AST_NODES:
         _fail("too_many_nodes", f"hook AST exceeds {MAX_HOOK_AST_NODES} nodes")
-    top = {id(f) for f in funcs}
     alfworld = (benchmark or "").lower() == "alfworld"
-    for node in nodes:
-        if isinstance(node, FORBIDDEN_NODES):
-            _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
-        if isinstance(node, ast.FunctionDef) and id(node) not in top:
-            _fail("nested_function", "nested functions are not allowed")
-        if isinstance(node, ast.Try):
-            _check_try(node)
-        elif isinstance(node, ast.Name):
-            if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
-                _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
-        elif isinstance(node, ast.Attribute):
-            if not isinstance(node.ctx, ast.Load):
-                # `math.pi = 0`, `hook.cache = {}`: every object a hook can name outside its own
-                # locals is shared with other hooks, patches or episodes of the process.
-                _fail("attribute_assignment", f"hooks may not assign or delete attributes ({node.attr})")
-            if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
-                _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if len(node.value) > MAX_HOOK_STR_CHARS:
-                _fail("string_too_long", "hook string literal is too long")
-            if alfworld and ALFWORLD_INSTANCE_ACTION_RE.search(" ".join(node.value.lower().split())):
-                _fail("alfworld_instance_leak", "hook must not hard-code numbered ALFWorld instance actions")
-    return tree
+    bound = {f.name for f in funcs}
+    top_names = names | {"hook"}
+    calls: dict = {}
+    escaped = False
+    for func, nodes in zip(funcs, per_func):
+        direct, used = set(), []
+        for node in nodes:
+            t = type(node)
+            if t is ast.Name:  # the most common node: its check inline
+                if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
+                    _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
+                if type(node.ctx) is not ast.Load:
+                    bound.add(node.id)
+                elif node.id in top_names:
+                    used.append(node)
+                continue
+            if t in _CHECKED_TYPES:
+                _check_node(node, func, alfworld)
+            if t is ast.Call:
+                direct.add(id(node.func))
+            elif t is ast.arg:
+                bound.add(node.arg)
+            elif t is ast.ExceptHandler and node.name:
+                bound.add(node.name)
+        calls[func.name] = {n.id for n in used}
+        escaped = escaped or any(id(n) not in direct for n in used)
+    return tree, _Facts(bound, set(calls) if escaped else _recursive_functions(calls))
+
+
+_CTX_TYPES = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.List, ast.Tuple})
+# The parser makes nodes of these exact types only; everything else passes `_check_node` unseen.
+_CHECKED_TYPES = frozenset(FORBIDDEN_NODES) | {ast.FunctionDef, ast.Try, ast.Attribute, ast.Constant}
+
+
+def _check_node(node: ast.AST, func: ast.FunctionDef, alfworld: bool) -> None:
+    if isinstance(node, FORBIDDEN_NODES):
+        _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
+    if isinstance(node, ast.FunctionDef) and node is not func:
+        _fail("nested_function", "nested functions are not allowed")
+    if isinstance(node, ast.Try):
+        _check_try(node)
+    elif isinstance(node, ast.Attribute):
+        if not isinstance(node.ctx, ast.Load):
+            # `math.pi = 0`, `hook.cache = {}`: every object a hook can name outside its own
+            # locals is shared with other hooks, patches or episodes of the process.
+            _fail("attribute_assignment", f"hooks may not assign or delete attributes ({node.attr})")
+        if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
+            _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if len(node.value) > MAX_HOOK_STR_CHARS:
+            _fail("string_too_long", "hook string literal is too long")
+        if alfworld and ALFWORLD_INSTANCE_ACTION_RE.search(" ".join(node.value.lower().split())):
+            _fail("alfworld_instance_leak", "hook must not hard-code numbered ALFWorld instance actions")
+
+
+def _recursive_functions(calls: dict) -> set:
+    """Names of the top-level functions that may run nested in themselves, from `calls` (each
+    function's directly called top-level names). A hook function is reached only by its name
+    (no globals, attributes, closures or function defaults), so unless a name is used as a
+    value (passed to `map`, `sorted(key=)`, `re.sub`, stored; the caller then counts every
+    function), the calls at run time follow these direct calls and only functions on a cycle
+    can recurse."""
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in calls[todo.pop()] - seen:
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    return {name for name in calls if reaches(name, name)}
 
 
 # --------------------------------------------------------------------------- AST rewrite
@@ -174,8 +274,18 @@ _AUG_GUARDS = {ast.Add: "_g_iadd", ast.Mult: "_g_imul", ast.Pow: "_g_pow", ast.L
                ast.Mod: "_g_imod"}
 
 
-def _call(name: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+def _call(ref: ast.AST, name: str, *args: ast.expr) -> ast.Call:
+    """`name(*args)` placed at ref's source position, as are the new nodes among args (the
+    rewrite locates every node it makes, so no `fix_missing_locations` pass is needed)."""
+    for arg in args:
+        if not hasattr(arg, "lineno"):
+            ast.copy_location(arg, ref)
+    func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), ref)
+    return ast.copy_location(ast.Call(func=func, args=list(args), keywords=[]), ref)
+
+
+def _tick(ref: ast.AST, name: str, *args: ast.expr) -> ast.Expr:
+    return ast.copy_location(ast.Expr(_call(ref, name, *args)), ref)
 
 
 def _as_load(target: ast.expr) -> ast.expr:
@@ -199,7 +309,96 @@ def _is_type_name(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in guards.TYPE_NAMES
 
 
-class _GuardRewriter(ast.NodeTransformer):
+# `isinstance(x, list)` with the real type: the stand-ins' metaclass check is a Python call per
+# isinstance (a third of the ALFWorld reference hook's guard cost). Exact while the hook binds
+# neither name itself (helpers cannot shadow builtins; `_Facts.bound` has every bound name).
+_REAL_TYPES = {"str": "_g_t_str", "int": "_g_t_int", "list": "_g_t_list", "tuple": "_g_t_tuple",
+               "set": "_g_t_set", "dict": "_g_t_dict"}
+
+
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
+_BODY_FIELDS = ("body", "orelse", "finalbody")
+
+
+def _subclasses(cls: type):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+# Node types with statement lists (If, For, Try, ExceptHandler, match_case, ...), Module aside.
+_HAS_BODY = frozenset(c for c in _subclasses(ast.AST) if c is not ast.Module
+                      and any(f in getattr(c, "_fields", ()) for f in _BODY_FIELDS))
+
+
+class _Rewriter:
+    """One pass over a validated tree that (1) routes size-changing operations through the
+    guards of `guards.py` and (2) puts statement ticks (`_g_tick(n)`) at the head of every
+    statement list of the hook's functions and `_g_iter` around every comprehension iterable:
+    the deterministic line budget. Functions in `facts.recursive` also count their call depth
+    (`_g_enter`/`_g_exit`). A NodeTransformer's generic dispatch costs twice as much."""
+
+    def __init__(self, facts: _Facts):
+        bound = facts.bound
+        self.real_types = {} if "isinstance" in bound else {k: v for k, v in _REAL_TYPES.items() if k not in bound}
+        self.recursive = facts.recursive
+
+    def visit(self, node):
+        t = type(node)
+        method = _VISITORS.get(t)
+        if method is not None:
+            return method(self, node)
+        if t in _LEAVES:
+            return node
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        visit, AST = self.visit, ast.AST
+        for field in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for i, item in enumerate(value):
+                    if isinstance(item, AST):
+                        value[i] = visit(item)
+            elif isinstance(value, AST):
+                setattr(node, field, visit(value))
+        if type(node) in _HAS_BODY:
+            for field in _BODY_FIELDS:
+                stmts = getattr(node, field, None)
+                if type(stmts) is list and stmts and isinstance(stmts[0], ast.stmt):
+                    header = 1 if type(node) is ast.For and field == "body" else 0  # re-run per item
+                    stmts.insert(0, _tick(node, "_g_tick", ast.Constant(len(stmts) + header)))
+        return node
+
+    # --- ticks -------------------------------------------------------------------------------
+    def visit_comprehension(self, node):
+        self.generic_visit(node)
+        node.iter = _call(node.iter, "_g_iter", node.iter)
+        return node
+
+    def visit_FunctionDef(self, node):
+        # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
+        # so runaway recursion stops with a signal `except Exception` cannot catch.
+        self.generic_visit(node)
+        if node.name not in self.recursive:
+            return node  # nested at most as deep as there are functions: the tick is enough
+        n = node.body[0].value.args[0].value  # the tick generic_visit put first
+        node.body = [_tick(node, "_g_enter", ast.Constant(n)),
+                     ast.copy_location(ast.Try(body=node.body[1:], handlers=[], orelse=[],
+                                               finalbody=[_tick(node, "_g_exit")]), node)]
+        return node
+
+    # --- guards ------------------------------------------------------------------------------
+    def _real_type(self, node: ast.expr) -> ast.expr | None:
+        """`node` (a type name or a tuple of them) with the real builtin types, or None."""
+        if isinstance(node, ast.Name) and node.id in self.real_types:
+            return ast.copy_location(ast.Name(id=self.real_types[node.id], ctx=ast.Load()), node)
+        if isinstance(node, ast.Tuple) and node.elts:
+            elts = [self._real_type(e) for e in node.elts]
+            if all(e is not None for e in elts):
+                return ast.copy_location(ast.Tuple(elts=elts, ctx=ast.Load()), node)
+        return None
+
     def visit_BinOp(self, node):
         self.generic_visit(node)
         name = _BINOP_GUARDS.get(type(node.op))
@@ -207,14 +406,14 @@ class _GuardRewriter(ast.NodeTransformer):
             return node
         if isinstance(node.op, ast.Add) and (isinstance(node.left, ast.Constant) or isinstance(node.right, ast.Constant)):
             return node  # a literal operand (<= 700 chars) only grows the result linearly per line
-        return ast.copy_location(_call(name, node.left, node.right), node)
+        return _call(node, name, node.left, node.right)
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
         name = _AUG_GUARDS.get(type(node.op))
         if not name or (isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant)):
             return node  # `n += 1`, `s += '.'`: linear growth per line, left native
-        value = _call(name, _as_load(node.target), node.value)
+        value = _call(node, name, _as_load(node.target), node.value)
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
 
     def visit_Attribute(self, node):
@@ -222,81 +421,58 @@ class _GuardRewriter(ast.NodeTransformer):
         if isinstance(node.ctx, ast.Load) and (
                 node.attr in guards.SIZE_GUARDED_ATTRS
                 or (node.attr in guards.TYPE_GUARDED_ATTRS and _is_type_name(node.value))):
-            return ast.copy_location(_call("_g_attr", node.value, ast.Constant(node.attr)), node)
+            return _call(node, "_g_attr", node.value, ast.Constant(node.attr))
         return node
 
     def visit_Call(self, node):
         f = node.func
+        if isinstance(f, ast.Name) and f.id == "isinstance" and len(node.args) == 2 and not node.keywords:
+            real = self._real_type(node.args[1])
+            if real is not None:
+                node.args = [self.visit(node.args[0]), real]
+                return node
         direct = (isinstance(f, ast.Attribute) and f.attr in guards.SIZE_GUARDED_ATTRS
                   and not _is_type_name(f.value))
         if direct and f.attr == "replace" and _is_safe_replace(node):
             direct = False
-            node.func = ast.Attribute(value=self.visit(f.value), attr=f.attr, ctx=ast.Load())
+            node.func = ast.copy_location(ast.Attribute(value=self.visit(f.value), attr=f.attr, ctx=ast.Load()), f)
             node.args = [self.visit(a) for a in node.args]
         elif direct:
             # obj.join(xs) -> _g_call(obj, 'join', xs): one checked call, no bound-method wrapper.
-            node = ast.copy_location(ast.Call(
-                func=ast.Name(id="_g_call", ctx=ast.Load()),
-                args=[self.visit(f.value), ast.Constant(f.attr)] + [self.visit(a) for a in node.args],
-                keywords=[self.visit(k) for k in node.keywords]), node)
+            keywords = [self.visit(k) for k in node.keywords]
+            node = _call(node, "_g_call", self.visit(f.value), ast.Constant(f.attr), *[self.visit(a) for a in node.args])
+            node.keywords = keywords
         else:
             self.generic_visit(node)
         for kw in node.keywords:
             if kw.arg is None:
-                kw.value = _call("_g_star", kw.value)
+                kw.value = _call(kw.value, "_g_star", kw.value)
         return node
 
     def visit_JoinedStr(self, node):
         # f-string -> _g_fstr([parts]): the total length is checked before the parts are joined.
         self.generic_visit(node)
-        return ast.copy_location(_call("_g_fstr", ast.List(elts=node.values, ctx=ast.Load())), node)
+        return _call(node, "_g_fstr", ast.List(elts=node.values, ctx=ast.Load()))
 
     def visit_FormattedValue(self, node):
         self.generic_visit(node)
         spec = node.format_spec if node.format_spec is not None else ast.Constant("")
-        return ast.copy_location(_call("_g_fv", node.value, ast.Constant(node.conversion), spec), node)
+        return _call(node, "_g_fv", node.value, ast.Constant(node.conversion), spec)
 
     def visit_Starred(self, node):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load):
-            node.value = _call("_g_star", node.value)
+            node.value = _call(node, "_g_star", node.value)
         return node
 
     def visit_Dict(self, node):
         self.generic_visit(node)
-        node.values = [_call("_g_star", v) if k is None else v for k, v in zip(node.keys, node.values)]
+        node.values = [_call(v, "_g_star", v) if k is None else v for k, v in zip(node.keys, node.values)]
         return node
 
 
-class _TickInserter(ast.NodeTransformer):
-    """Statement ticks (`guards.g_tick`) at the head of every statement list of the hook's
-    functions, `_g_iter` around every comprehension iterable: the deterministic line budget."""
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        if isinstance(node, ast.Module):
-            return node
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(node, field, None)
-            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
-                header = 1 if isinstance(node, ast.For) and field == "body" else 0  # re-run per item
-                setattr(node, field, [ast.Expr(_call("_g_tick", ast.Constant(len(stmts) + header)))] + stmts)
-        return node
-
-    def visit_comprehension(self, node):
-        self.generic_visit(node)
-        node.iter = _call("_g_iter", node.iter)
-        return node
-
-    def visit_FunctionDef(self, node):
-        # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
-        # so runaway recursion stops with a signal `except Exception` cannot catch.
-        self.generic_visit(node)
-        n = node.body[0].value.args[0].value  # the tick generic_visit put first
-        node.body = [ast.Expr(_call("_g_enter", ast.Constant(n))),
-                     ast.Try(body=node.body[1:], handlers=[], orelse=[],
-                             finalbody=[ast.Expr(_call("_g_exit"))])]
-        return node
+_VISITORS = {getattr(ast, name[6:]): fn for name, fn in vars(_Rewriter).items()
+             if name.startswith("visit_") and hasattr(ast, name[6:])}
 
 
 _GUARD_GLOBALS = {
@@ -305,6 +481,7 @@ _GUARD_GLOBALS = {
     "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr, "_g_call": guards.g_call,
     "_g_fv": guards.g_fv, "_g_fstr": guards.g_fstr, "_g_star": guards.g_star,
     "_g_tick": guards.g_tick, "_g_iter": guards.g_iter, "_g_enter": guards.g_enter, "_g_exit": guards.g_exit,
+    "_g_t_str": str, "_g_t_int": int, "_g_t_list": list, "_g_t_tuple": tuple, "_g_t_set": set, "_g_t_dict": dict,
 }
 
 
@@ -333,9 +510,8 @@ def compile_hook(code: str, benchmark: str | None = None):
 @functools.lru_cache(maxsize=512)
 def _compile_cached(code: str, benchmark: str):
     try:
-        tree = validate_hook_source(code, benchmark)
-        tree = _TickInserter().visit(_GuardRewriter().visit(tree))
-        code_obj = compile(ast.fix_missing_locations(tree), HOOK_FILENAME, "exec")
+        tree, facts = _validate(code, benchmark)
+        code_obj = compile(_Rewriter(facts).visit(tree), HOOK_FILENAME, "exec")
     except HookCompileError:
         raise
     except (RecursionError, MemoryError) as e:  # deeply nested source: parser/rewrite/compiler
