@@ -112,3 +112,31 @@ def test_alfworld_signals():
     sig = detect("alfworld", f"{EVIDENCE_MARKER}\n{trace}")
     assert {"invalid_action", "action_loop", "transform_first", "take_target"} <= set(sig)
     assert "pick_two" not in sig
+
+
+def _ws_episode(task_id, reward, status, calls, observations):
+    msgs = [{"role": "system", "content": "shop"},
+            {"role": "user", "content": "WebShop [SEP] Instruction: [SEP] i need a red cotton shirt, and price lower "
+                                        "than 30.00 dollars [SEP] Search"}]
+    for i, ((name, arg), obs) in enumerate(zip(calls, observations)):
+        key = "keywords" if name == "search_action" else "value"
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps({key: arg})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": obs})
+    return {"task_id": task_id, "reward": reward, "status": status, "trajectory": msgs}
+
+
+def test_webshop_signals_on_the_real_packet():
+    """The detectors read the packet the rollout layer writes (trace_packet), not a hand-made text."""
+    from hr1_jax.rollout.packets import trace_packet
+
+    bought = _ws_episode(3, 0.5, "completed", [("search_action", "red shirt"), ("search_action", "red shirt"),
+                                              ("click_action", "b0abcdefgh"), ("click_action", "buy now")],
+                         ["Results [SEP] $25.99", "Results [SEP] $25.99", "Price: $34.00 [SEP] Buy Now", "Thank you"])
+    stalled = _ws_episode(4, 0.0, "task_limit_reached", [("search_action", "shirt")], ["Results [SEP] $9.99"])
+    packet, n = trace_packet("webshop", [(0, [bought, stalled])])
+    assert n == 2
+    sig = detect("webshop", f"x\n{EVIDENCE_MARKER}\n{packet}")
+    assert sig == {"options_before_buy": 1, "careful_pick": 1, "budget": 1, "search_loop": 1}
+    row = {"prompt": [{"role": "user", "content": f"x\n{EVIDENCE_MARKER}\n{packet}"}], "metadata": {"benchmark": "webshop"}}
+    assert TemplateTeacher().variants(row) == [("evidenced", module_names("webshop"))]
