@@ -197,7 +197,7 @@ class DBBenchEnv(Environment):
 
     # --- tasks ---------------------------------------------------------------------------------
     def tasks(self, split: str) -> list[Task]:
-        return tasks.load_split(split, self.env_version, self.data_dir)
+        return tasks.load_split(split, self.env_version, self.data_dir, self.cfg.task_files)
 
     # --- prompt and tools ----------------------------------------------------------------------
     def tool_specs(self) -> list[dict]:

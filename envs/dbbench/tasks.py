@@ -1,7 +1,7 @@
 """DBBench task loading: splits, stable identities, and the split between payload and oracle.
 
 Splits: `test` = AgentBench `standard.jsonl` (300 tasks, Harness-R1's DBBench test set), `dev` =
-`dev.jsonl` (60). `task_id` is the line index. The identity is `sha256(canonical task JSON) +
+`dev.jsonl` (60); `dbbench.task_files` names more (or replacement) files in the same format. `task_id` is the line index. The identity is `sha256(canonical task JSON) +
 env_version`, so a changed line or changed mechanics yields a different identity.
 
 `Task.payload` holds everything needed to run the episode (question, table, type) but no gold;
@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import pathlib
 
 from envs.base import Task
@@ -50,10 +51,30 @@ def _read_split(path: str) -> tuple[dict, ...]:
     return tuple(entries)
 
 
-def load_split(split: str, env_version: str, data_dir: pathlib.Path | str = DATA_DIR) -> list[Task]:
-    if split not in SPLIT_FILES:
-        raise KeyError(f"dbbench has no split {split!r}; splits: {sorted(SPLIT_FILES)}")
-    entries = _read_split(str(pathlib.Path(data_dir) / SPLIT_FILES[split]))
+def parse_task_files(spec: str) -> dict[str, str]:
+    """`"train=/a.jsonl,test=/b.jsonl"` -> {split: path}; a malformed entry is a ValueError."""
+    out = {}
+    for part in [p.strip() for p in str(spec or "").split(",") if p.strip()]:
+        split, eq, path = part.partition("=")
+        if not eq or not split.strip() or not path.strip():
+            raise ValueError(f"dbbench.task_files: expected 'split=path', got {part!r}")
+        out[split.strip()] = os.path.expanduser(path.strip())
+    return out
+
+
+def split_path(split: str, data_dir: pathlib.Path | str = DATA_DIR, task_files: str = "") -> str:
+    """The file behind a split: a `task_files` entry, else the shipped file."""
+    files = {name: str(pathlib.Path(data_dir) / f) for name, f in SPLIT_FILES.items()}
+    files.update(parse_task_files(task_files))
+    if split not in files:
+        raise KeyError(f"dbbench has no split {split!r}; splits: {sorted(files)} "
+                       "(more through dbbench.task_files='split=path')")
+    return files[split]
+
+
+def load_split(split: str, env_version: str, data_dir: pathlib.Path | str = DATA_DIR,
+               task_files: str = "") -> list[Task]:
+    entries = _read_split(split_path(split, data_dir, task_files))
     return [task_from_entry(e, split, i, env_version) for i, e in enumerate(entries)]
 
 

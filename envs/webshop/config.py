@@ -17,3 +17,9 @@ def validate(c, config) -> None:
     require(isinstance(c.goal_seed, int), "webshop.goal_seed", "must be an int")
     require(isinstance(c.catalog_seed, int) and c.catalog_seed >= 0, "webshop.catalog_seed",
             "must be an int >= 0")
+
+
+def data_source(section) -> str:
+    """The line reports print for WebShop's data (the substitute's catalog)."""
+    from hr1_jax.rollout.batches import WEBSHOP_NOTE
+    return WEBSHOP_NOTE

@@ -60,12 +60,40 @@ def read_jsonl(path: str) -> list[dict]:
     return rows
 
 
+def parse_group_counts(spec: str) -> dict[str, int]:
+    """`"webshop=130,dbbench=200"` -> {benchmark: target group count}."""
+    out = {}
+    for part in [p.strip() for p in str(spec or "").split(",") if p.strip()]:
+        bench, eq, n = part.partition("=")
+        if not eq or not n.strip().isdigit() or int(n) < 1:
+            raise ValueError(f"group counts: expected 'benchmark=N' with N >= 1, got {part!r}")
+        out[bench.strip()] = int(n)
+    return out
+
+
+def _resize_groups(bench: str, groups: list[list[dict]], target: int, rng: random.Random) -> list[list[dict]]:
+    """`target` groups of one benchmark (the reference's upsampled mix): extra groups drawn with
+    replacement, flagged `mixed_upsampled_duplicate`; excess groups down-sampled (order kept)."""
+    if not groups:
+        raise ValueError(f"{bench}: no groups to resample to {target}")
+    if target <= len(groups):
+        keep = sorted(rng.sample(range(len(groups)), target))
+        return [groups[i] for i in keep]
+    extra = [[dict(r, metadata=dict(r["metadata"], mixed_upsampled_duplicate=True)) for r in rng.choice(groups)]
+             for _ in range(target - len(groups))]
+    return groups + extra
+
+
 def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: int,
-               tail: str = "pad") -> list[dict]:
+               tail: str = "pad", group_counts: dict[str, int] | None = None) -> list[dict]:
     """Shuffle each benchmark's rows (seed + offset), cut them into groups of `group_size`, shuffle
-    the groups, and write them contiguously, so a rollout group never mixes benchmarks."""
+    the groups, and write them contiguously, so a rollout group never mixes benchmarks.
+    `group_counts` ({benchmark: N}) resizes a benchmark to exactly N groups (`_resize_groups`)."""
     if tail not in ("pad", "drop", "error"):
         raise ValueError("tail must be pad, drop or error")
+    unknown = sorted(set(group_counts or {}) - set(rows_by_benchmark))
+    if unknown:
+        raise ValueError(f"group counts name benchmarks without rows: {unknown}")
     groups = []
     for bench, rows in sorted(rows_by_benchmark.items()):
         if any(r["metadata"]["benchmark"] != bench for r in rows):
@@ -73,6 +101,7 @@ def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: 
         rng = random.Random(seed + SHUFFLE_OFFSETS.get(bench, 0))
         rows = list(rows)
         rng.shuffle(rows)
+        cut = []
         for start in range(0, len(rows), group_size):
             group = [dict(r, metadata=dict(r["metadata"])) for r in rows[start:start + group_size]]
             if len(group) < group_size:
@@ -84,7 +113,10 @@ def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: 
                     pad = dict(rng.choice(rows))
                     pad["metadata"] = dict(pad["metadata"], mixed_padded_duplicate=True)
                     group.append(pad)
-            groups.append((bench, group))
+            cut.append(group)
+        if group_counts and bench in group_counts:
+            cut = _resize_groups(bench, cut, group_counts[bench], rng)
+        groups += [(bench, g) for g in cut]
     random.Random(seed).shuffle(groups)
     out = []
     for gi, (bench, group) in enumerate(groups):

@@ -10,10 +10,9 @@ import json
 import os
 import subprocess
 
-from hr1_jax.rollout.batches import WEBSHOP_NOTE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA_SOURCES = {"alfworld": "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)", "webshop": WEBSHOP_NOTE}
+DATA_SOURCES = {"alfworld": "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)"}
 
 
 def git_commit(repo: str = REPO) -> str:
@@ -76,11 +75,19 @@ def describe_target(target: dict) -> str:
     return f"{kind} {who}{where}".strip()
 
 
-def data_sources(benchmarks, backends: list[str]) -> dict[str, str]:
+def data_sources(benchmarks, backends: list[str], config: dict | None = None) -> dict[str, str]:
+    """One line per benchmark naming its data: user task files (DBBench) and the WebShop data mode
+    come from the run's config."""
+    config = config or {}
     out = {}
     for bench in benchmarks:
         if bench == "dbbench":
-            out[bench] = f"DBBench: the AgentBench tasks on {' + '.join(backends) or 'an unrecorded SQL backend'}"
+            files = str((config.get("dbbench") or {}).get("task_files") or "")
+            tasks = f"tasks from {files} (else the shipped AgentBench files)" if files else "the AgentBench tasks"
+            out[bench] = f"DBBench: {tasks} on {' + '.join(backends) or 'an unrecorded SQL backend'}"
+        elif bench == "webshop":
+            from envs.webshop.config import data_source
+            out[bench] = data_source(config.get("webshop") or {})
         else:
             out[bench] = DATA_SOURCES.get(bench, bench)
     return out
@@ -100,5 +107,5 @@ def collect(workdir: str, benchmarks, *, config: dict | None = None, config_labe
         "target": describe_target(config.get("target") or {}) if config else "unknown",
         "engineer": (f"{engineer} (training step {step})" if step is not None else engineer) if engineer else "",
         "engineer_step": step,
-        "data": data_sources(benchmarks, dbbench_backends(os.path.join(workdir, "baseline"))),
+        "data": data_sources(benchmarks, dbbench_backends(os.path.join(workdir, "baseline")), config),
     }
