@@ -63,6 +63,7 @@ def _slug(name: str) -> str:
 
 
 def run_eval(config, workdir: str) -> "EvalResult":
+    from hr1_jax.eval.engineers import FixedPatchEngineer
     from hr1_jax.eval.evaluate import (ablate_method, best_of_n, evaluate_method, heldout_transfer,
                                        pipeline_episodes_per_task, propose)
     from hr1_jax.eval.results import EvalResult
@@ -104,7 +105,8 @@ def run_eval(config, workdir: str) -> "EvalResult":
             n = max(1, round(pipeline_episodes_per_task(result.methods[0], batches)))
             result.methods.append(best_of_n(batches, ctx, n, temperature=e.best_of_n_temperature))
         if e.heldout_evidence > 0:
-            for eng in [x for x in engineers if x.name != "Self-Refine rule"]:
+            # every engineer that writes a patch from evidence (a fixed patch reads none)
+            for eng in [x for x in engineers if not isinstance(x, FixedPatchEngineer)]:
                 for ev_seed in parse_ints(e.heldout_seeds, "eval.heldout_seeds"):
                     for seed in seeds:
                         per_bench = {b: batches_by_key[(b, seed)] for b in benches if batches_by_key.get((b, seed))}

@@ -247,3 +247,59 @@ def test_engineer_export_records_the_rows_prompt_style(tmp_path):
     c.train.init_checkpoint = str(tmp_path / "sft")                          # the next stage inherits it
     nxt = Engineer(c, stage="grpo")
     assert nxt.prompt_style == COMPACT
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+def _load(name):
+    import importlib.util
+    from hr1_jax.config import validate_config
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "configs", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config()
+    validate_config(c)
+    return c
+
+
+def test_table_configs(monkeypatch):
+    for var in ("HR1_TARGET_URL", "HR1_EDITOR_GLM_URL", "HR1_CROSS_TARGETS"):
+        monkeypatch.delenv(var, raising=False)
+    main = _load("eval_main")
+    assert main.eval.tasks.default == "all" and main.eval.best_of_n and main.eval.self_refine
+    assert main.target.kind == "scripted" and not len(main.eval.editors)
+    held = _load("eval_heldout")
+    assert held.eval.heldout_evidence == 10 and len(held.eval.fixed_editors.split(",")) == 9
+    assert "reference:deepseek-v4-pro/seed20260722" in held.eval.fixed_editors
+    assert _load("eval_ablation").eval.ablation
+    assert sorted(_load("eval_cross_target").eval.targets.keys()) == ["scripted_strong", "scripted_weak"]
+    monkeypatch.setenv("HR1_TARGET_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("HR1_EDITOR_GLM_URL", "https://glm.example/v1")
+    monkeypatch.setenv("HR1_CROSS_TARGETS", "a=org/model-a@http://h:1/v1,b=model-b@http://h:2/v1")
+    main = _load("eval_main")
+    assert (main.target.kind, main.target.model) == ("openai", "Qwen/Qwen3.5-9B")
+    assert main.eval.editors.glm.to_dict() == {"spec": "https://glm.example/v1", "name": "GLM-5.2",
+                                               "model": "glm-5.2", "api_key_env": "GLM_API_KEY"}
+    cross = _load("eval_cross_target")
+    assert cross.eval.targets.a.model == "org/model-a" and cross.eval.targets.b.base_url == "http://h:2/v1"
+
+
+def test_cross_target_run_writes_one_report_per_target_and_the_summary(tmp_path, monkeypatch):
+    from hr1_jax.eval.cli import eval_stage
+    monkeypatch.delenv("HR1_CROSS_TARGETS", raising=False)
+    c = _load("eval_cross_target")
+    c.dbbench.backend = "sqlite"
+    c.rollout.num_workers = 2
+    c.eval.benchmarks, c.eval.engineer, c.eval.bootstrap_samples = "dbbench", "reference:seed20260720", 200
+    c.eval.tasks.update("0:10")
+    assert eval_stage(c, str(tmp_path)) == 0
+    text = (tmp_path / "cross_target.md").read_text()
+    assert "| scripted_strong |" in text and "| scripted_weak |" in text and "| mean over 2 targets |" in text
+    for key in ("scripted_strong", "scripted_weak"):
+        report = json.loads((tmp_path / "targets" / key / "report.json").read_text())
+        assert report["main_table"][0]["dbbench_n"] == 10
+    with open(tmp_path / "cross_target.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    weak = json.loads((tmp_path / "targets" / "scripted_weak" / "report.json").read_text())["main_table"]
+    expected = weak[1]["average"] - weak[0]["average"]
+    assert float(next(r for r in rows if r["target"] == "scripted_weak")[weak[1]["method"]]) == pytest.approx(expected, abs=0.01)
