@@ -126,6 +126,7 @@ class GRPOTrainer:
         if not self.rows:
             raise ValueError(f"no RL rows fit train.grpo.max_prompt_tokens={self.g.max_prompt_tokens}")
         log_event("grpo", "data", rows=len(self.rows), too_long=too_long)
+        self.eng.use_rows_prompt_style(self.rows)   # the exported params record the rows' prompt style
         self.dataset = rl_group_dataset(self.rows, self.g.prompts_per_step, config.train.seed)
         self.data_iter = iter(self.dataset.to_iter_dataset())
         self.tx = grpo_optimizer(self.g)

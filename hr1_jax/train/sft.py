@@ -36,6 +36,7 @@ def run_sft(config, workdir: str, *, tb_dir: str | None = None) -> dict:
     if not rows:
         raise ValueError(f"no SFT rows in {rows_path}")
     eng = Engineer(config, stage="sft")
+    eng.use_rows_prompt_style(rows)   # the exported params record the rows' prompt style
     return fit(config, workdir, eng, rows, lambda r: sft_example(r["messages"], eng.tokenizer), tb_dir=tb_dir)
 
 
