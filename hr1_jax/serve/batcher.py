@@ -3,8 +3,9 @@
 
 The decode thread takes the oldest request, then waits up to `window_s` for more (up to `max_batch`)
 with the same sampling settings; the rest stay queued, in order, for the next batch. Shapes are
-rounded so few programs compile: the batch to a power of two (filled with copies of the first
-prompt, whose output is dropped), the prompt width and the decode length to powers of two. Each
+rounded so few programs compile (each new shape compiles once, seconds to a minute on a loaded CPU):
+the batch to a power of two (filled with copies of the first prompt, whose output is dropped), the
+prompt width to a power of two of at least `min_prompt_bucket`, the decode length to a power of two. Each
 request then gets its own result cut at its own `max_tokens`.
 """
 from __future__ import annotations
@@ -49,10 +50,12 @@ def pow2_at_least(n: int, floor: int) -> int:
 
 
 class Batcher:
-    def __init__(self, sampler, *, max_batch: int = 8, window_s: float = 0.01, seed: int = 0):
-        if max_batch < 1 or window_s < 0:
-            raise ValueError("max_batch must be >= 1 and window_s >= 0")
+    def __init__(self, sampler, *, max_batch: int = 8, window_s: float = 0.01, seed: int = 0,
+                 min_prompt_bucket: int = 256):
+        if max_batch < 1 or window_s < 0 or min_prompt_bucket < 1:
+            raise ValueError("max_batch and min_prompt_bucket must be >= 1, window_s >= 0")
         self.sampler, self.max_batch, self.window_s = sampler, max_batch, window_s
+        self.min_prompt_bucket = min_prompt_bucket
         self._key = jax.random.key(seed)
         self._queue: collections.deque[GenRequest] = collections.deque()
         self._cv = threading.Condition()
@@ -105,12 +108,16 @@ class Batcher:
                 continue
             for r, res in zip(batch, results):
                 r.future.set_result(res)
+        with self._cv:   # closed: requests still queued fail instead of waiting forever
+            for r in self._queue:
+                r.future.set_exception(RuntimeError("server shut down before decoding this request"))
+            self._queue.clear()
 
     def _decode(self, batch: list[GenRequest]) -> list[GenResult]:
         first = batch[0]
         width = pow2_at_least(len(batch), 1)
         prompts = [r.prompt_ids for r in batch] + [first.prompt_ids] * (width - len(batch))
-        self.sampler.prompt_bucket = pow2_at_least(max(len(p) for p in prompts), 64)
+        self.sampler.prompt_bucket = pow2_at_least(max(len(p) for p in prompts), self.min_prompt_bucket)
         new_tokens = pow2_at_least(max(r.max_tokens for r in batch), 16)
         self._key, key = jax.random.split(self._key)
         t0 = time.monotonic()

@@ -33,6 +33,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--max_batch", type=int, default=8, help="requests decoded together at most")
     ap.add_argument("--batch_window_ms", type=float, default=10.0,
                     help="how long the first request of a batch waits for others")
+    ap.add_argument("--min_prompt_bucket", type=int, default=256,
+                    help="prompts are padded to a power of two of at least this many tokens (fewer compiled shapes)")
     ap.add_argument("--max_model_len", type=int, default=32768, help="prompt + completion tokens at most")
     ap.add_argument("--default_max_tokens", type=int, default=1024, help="completion tokens when a request sets none")
     ap.add_argument("--enable_thinking", action="store_true",
@@ -41,8 +43,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--param_dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (temperature > 0)")
     args = ap.parse_args(snake_case_flags(argv))
-    if args.max_batch < 1 or args.max_model_len < 2 or args.default_max_tokens < 1 or args.batch_window_ms < 0:
-        ap.error("--max_batch, --max_model_len and --default_max_tokens must be positive, --batch_window_ms >= 0")
+    if args.max_batch < 1 or args.max_model_len < 2 or args.default_max_tokens < 1 or args.batch_window_ms < 0 \
+            or args.min_prompt_bucket < 1:
+        ap.error("--max_batch, --max_model_len, --default_max_tokens and --min_prompt_bucket must be positive, "
+                 "--batch_window_ms >= 0")
     return args
 
 
@@ -59,7 +63,8 @@ def main(argv: list[str]) -> int:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     with ChatServer(sampler, tokenizer, opts, host=args.host, port=args.port, max_batch=args.max_batch,
-                    window_s=args.batch_window_ms / 1000.0, seed=args.seed) as srv:
+                    window_s=args.batch_window_ms / 1000.0, seed=args.seed,
+                    min_prompt_bucket=args.min_prompt_bucket) as srv:
         log_event("serve", "ready", model=opts.model_id, base_url=srv.base_url, tokenizer=tokenizer.source)
         print(f"hr1 serve: {opts.model_id} at {srv.base_url}", file=sys.stderr, flush=True)
         try:

@@ -108,9 +108,11 @@ class ChatServer:
     """`with ChatServer(sampler, tokenizer, ServeOptions(model_id=...), port=0) as srv: srv.base_url`."""
 
     def __init__(self, sampler, tokenizer, opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 0,
-                 max_batch: int = 8, window_s: float = 0.01, seed: int = 0, request_timeout_s: float = 3600.0):
+                 max_batch: int = 8, window_s: float = 0.01, seed: int = 0, request_timeout_s: float = 3600.0,
+                 min_prompt_bucket: int = 256):
         self.tokenizer, self.opts, self.request_timeout_s = tokenizer, opts, request_timeout_s
-        self.batcher = Batcher(sampler, max_batch=max_batch, window_s=window_s, seed=seed)
+        self.batcher = Batcher(sampler, max_batch=max_batch, window_s=window_s, seed=seed,
+                               min_prompt_bucket=min_prompt_bucket)
         self.httpd = http.server.ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.owner = self
