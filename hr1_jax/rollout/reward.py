@@ -344,9 +344,46 @@ def score_group(rows: list[dict], responses: list[str], ctx: RewardContext,
                 max_parallel: int | None = None) -> list[RewardResult]:
     """Score many (row, response) pairs: invalid ones resolve at once, identical (patch, batch)
     pairs are evaluated once, distinct ones run in parallel over the pool. A failing response
-    gets its own counted status; it never fails the group."""
+    gets its own counted status; it never fails the group.
+
+    With `rollout.backend=ray` in a multi-host run every host holds the same samples and shares
+    one rollout fleet, so process 0 scores the group once and broadcasts the results."""
     if len(rows) != len(responses):
         raise ValueError(f"{len(rows)} rows but {len(responses)} responses")
+    if ctx.config.rollout.backend == "ray":
+        import jax
+        if jax.process_count() > 1:
+            return _scored_on_process_zero(lambda: _score_here(rows, responses, ctx, max_parallel))
+    return _score_here(rows, responses, ctx, max_parallel)
+
+
+def _scored_on_process_zero(score) -> list[RewardResult]:
+    """`score()` on process 0, its results (or its IdentityError) broadcast to every process."""
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+    source = jax.process_index() == 0
+    payload, error = b"", None
+    if source:
+        try:
+            payload = json.dumps({"results": [json_safe(r.to_dict()) for r in score()]}).encode()
+        except Exception as e:  # every process must still join the broadcast, then fail alike
+            error = e
+            kind = "identity" if isinstance(e, IdentityError) else "other"
+            payload = json.dumps({"error": _describe(e), "kind": kind}).encode()
+    size = int(multihost_utils.broadcast_one_to_all(np.int32(len(payload)), is_source=source))
+    buf = np.frombuffer(payload, np.uint8) if source else np.zeros(size, np.uint8)
+    data = json.loads(bytes(np.asarray(multihost_utils.broadcast_one_to_all(buf, is_source=source))))
+    if error is not None:
+        raise error
+    if "error" in data:
+        cls = IdentityError if data["kind"] == "identity" else RuntimeError
+        raise cls(f"process 0 failed to score the group: {data['error']}")
+    return [RewardResult(**r) for r in data["results"]]
+
+
+def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
+                max_parallel: int | None) -> list[RewardResult]:
     results: list[RewardResult | None] = [None] * len(rows)
     unique: dict[str, tuple[dict, dict]] = {}
     slots: dict[str, list[int]] = {}
