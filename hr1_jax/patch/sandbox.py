@@ -274,18 +274,26 @@ _AUG_GUARDS = {ast.Add: "_g_iadd", ast.Mult: "_g_imul", ast.Pow: "_g_pow", ast.L
                ast.Mod: "_g_imod"}
 
 
+_LOAD = ast.Load()
+
+
+def _pos(ref: ast.AST) -> dict:
+    return {"lineno": ref.lineno, "col_offset": ref.col_offset, "end_lineno": ref.end_lineno,
+            "end_col_offset": ref.end_col_offset}
+
+
 def _call(ref: ast.AST, name: str, *args: ast.expr) -> ast.Call:
     """`name(*args)` placed at ref's source position, as are the new nodes among args (the
     rewrite locates every node it makes, so no `fix_missing_locations` pass is needed)."""
+    pos = _pos(ref)
     for arg in args:
         if not hasattr(arg, "lineno"):
-            ast.copy_location(arg, ref)
-    func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), ref)
-    return ast.copy_location(ast.Call(func=func, args=list(args), keywords=[]), ref)
+            arg.lineno, arg.col_offset, arg.end_lineno, arg.end_col_offset = pos.values()
+    return ast.Call(func=ast.Name(id=name, ctx=_LOAD, **pos), args=list(args), keywords=[], **pos)
 
 
-def _tick(ref: ast.AST, name: str, *args: ast.expr) -> ast.Expr:
-    return ast.copy_location(ast.Expr(_call(ref, name, *args)), ref)
+def _tick(ref: ast.stmt, name: str, *args: ast.expr) -> ast.Expr:
+    return ast.Expr(_call(ref, name, *args), **_pos(ref))
 
 
 def _as_load(target: ast.expr) -> ast.expr:
@@ -358,16 +366,16 @@ class _Rewriter:
             value = getattr(node, field, None)
             if type(value) is list:
                 for i, item in enumerate(value):
-                    if isinstance(item, AST):
+                    if isinstance(item, AST) and type(item) not in _LEAVES:
                         value[i] = visit(item)
-            elif isinstance(value, AST):
+            elif isinstance(value, AST) and type(value) not in _LEAVES:
                 setattr(node, field, visit(value))
         if type(node) in _HAS_BODY:
             for field in _BODY_FIELDS:
                 stmts = getattr(node, field, None)
                 if type(stmts) is list and stmts and isinstance(stmts[0], ast.stmt):
                     header = 1 if type(node) is ast.For and field == "body" else 0  # re-run per item
-                    stmts.insert(0, _tick(node, "_g_tick", ast.Constant(len(stmts) + header)))
+                    stmts.insert(0, _tick(stmts[0], "_g_tick", ast.Constant(len(stmts) + header)))
         return node
 
     # --- ticks -------------------------------------------------------------------------------

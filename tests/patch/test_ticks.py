@@ -74,3 +74,10 @@ def test_nesting_deeper_than_the_cap_is_rejected_at_compile_time():
     with pytest.raises(HookCompileError) as e:
         compile_hook(_src("return nb" + "[0]" * 250), "webshop")
     assert e.value.code == "hook_too_complex"
+
+
+def test_match_statement_bodies_are_counted():
+    code = _src("match ctx.get('a'):\n    case 1:\n        x = 1\n        return {'message': 'one'}\n"
+                "    case _:\n        return {'message': 'other'}")
+    assert _run(code, line_budget=3, ctx={"a": 1}).result == {"message": "one"}  # match + 2 in the case
+    assert _run(code, line_budget=2, ctx={"a": 1}).status == "timeout"
