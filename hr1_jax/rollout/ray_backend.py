@@ -91,6 +91,11 @@ class RayWorkerPool(WorkerPool):
             kw = dict(num_cpus=n, include_dashboard=False) if not address else {}
             ray.init(address=address or None, log_to_driver=False, **kw)
         resource = (r.ray_resource if r else "") or ""
+        if resource and resource not in ray.cluster_resources():  # its actors would never be placed
+            if self._own_ray:
+                ray.shutdown()
+            raise InputError(f"rollout.ray_resource={resource!r}: no node of the Ray cluster offers it "
+                             "(launch/ray_cluster.sh head/worker start nodes with hr1_rollout)")
         options = dict(num_cpus=1, max_restarts=0, runtime_env={"env_vars": dict(WORKER_ENV)})
         if resource:
             options["resources"] = {resource: 1}

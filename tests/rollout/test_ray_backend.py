@@ -10,6 +10,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra): rollout.backend=ray untested")
 
 from hr1_jax.config import base_config, validate_config  # noqa: E402
+from hr1_jax.errors import InputError  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
 from hr1_jax.rollout.pool import JobSpec, WorkerPool  # noqa: E402
 from hr1_jax.rollout.ray_backend import RayWorkerPool  # noqa: E402
@@ -114,3 +115,11 @@ def test_reward_on_the_ray_backend_equals_the_local_pool_and_is_cached(cluster, 
     assert [r.eval_status for r in got] == ["ok", "ok", "ok", "invalid_patch"]
     assert [(r.score, r.patched_rewards) for r in got] == [(r.score, r.patched_rewards) for r in want]
     assert again.cache_hit and again.score == got[0].score
+
+
+def test_a_resource_no_node_offers_is_a_clear_error_not_a_pending_fleet(cluster):
+    c = base_config()
+    c.rollout.backend, c.rollout.ray_resource = "ray", "hr1_rollout_missing"
+    validate_config(c)
+    with pytest.raises(InputError, match="hr1_rollout_missing"):
+        RayWorkerPool(c)
