@@ -91,7 +91,7 @@ def test_unknown_config_key_names_the_closest(tmp_path):
 
 def test_missing_config_file(tmp_path):
     r = hr1("sft", f"--workdir={tmp_path}", f"--config={tmp_path / 'nope.py'}")
-    assert_one_line_error(r, "sft", "config file not found", "shipped configs: default, demo")
+    assert_one_line_error(r, "sft", "config file not found", "shipped configs: ", "default, demo")
 
 
 def test_wrong_value_type(tmp_path):

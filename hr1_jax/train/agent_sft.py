@@ -71,10 +71,7 @@ def agent_rows(config, workdir: str) -> tuple[list[dict], dict]:
 
 def conversation_example(row: dict, tokenizer, enable_thinking: bool = False) -> dict:
     """ids and a per-token mask (1 on assistant turns) of one agent-SFT row."""
-    messages = row["messages"]
-    if not messages or messages[-1].get("role") not in ("assistant", "tool", "user"):
-        raise ValueError("agent-SFT row needs a conversation")
-    ids, mask = render_conversation(tokenizer, messages, row.get("tools") or None, enable_thinking)
+    ids, mask = render_conversation(tokenizer, row["messages"], row.get("tools") or None, enable_thinking)
     if not any(mask):
         raise ValueError("agent-SFT row has no assistant turn to train on")
     return {"ids": np.asarray(ids, np.int32), "token_mask": np.asarray(mask, np.float32)}
@@ -86,10 +83,17 @@ def _train_tokenizer(rows: list[dict], workdir: str, vocab: int, enable_thinking
     texts = [format_chat(r["messages"], False, enable_thinking, r.get("tools") or None) for r in rows]
     fixed = {line for t in texts for line in t.split(IM_END, 1)[0].split("\n")
              if len(line) > 3 and line not in SPECIAL_TOKENS}
-    symbols = sorted(fixed, key=len, reverse=True)[:400]
+    symbols = sorted(fixed, key=len, reverse=True)[:400] + _call_openings(rows)
     prefix = os.path.join(workdir, "tokenizer", "target_spm")
     train_sentencepiece(texts, prefix, vocab, extra_symbols=[s.replace(" ", "\u2581") for s in symbols])
     return prefix + ".model"
+
+
+def _call_openings(rows: list[dict]) -> list[str]:
+    """`{"name": "TOOL", "arguments": {"PARAM": ` of every tool parameter: one piece per tool call opening."""
+    out = {f'{{"name": "{t["function"]["name"]}", "arguments": {{"{p}": '
+           for r in rows for t in r.get("tools") or [] for p in (t["function"].get("parameters") or {}).get("properties", {})}
+    return sorted(out)
 
 
 def run_agent_sft(config, workdir: str) -> dict:

@@ -2,8 +2,8 @@
 tiny target -> `hr1 serve` it -> `hr1 baseline` with the served target (target.kind=openai) ->
 `hr1 build-rows` -> `hr1 reward` of a template-teacher patch rerun against that neural target.
 
-Contracts, not luck: the served target answers with tool calls the runtime executes, 0 infra errors,
-rows are built and the reward is computed (not eval_failed). Steps are few and the model tiny; the
+Contracts, not luck: the served target answers every turn of every episode (0 infra errors), rows
+are built and the reward is computed (not eval_failed). Steps are few and the model tiny; the
 success rate of such a target is measured by benchmarks/bench_serve.py, not asserted here."""
 import json
 import os

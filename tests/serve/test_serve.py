@@ -118,3 +118,13 @@ def test_prompt_is_the_chat_template_with_tools_and_a_prefill_is_continued():
                                "chat_template_kwargs": {"enable_thinking": True}}, opts)
     assert tok.decode(cont.prompt_ids) == tok.apply_chat_template(msgs, enable_thinking=True) + "I see"
     assert parse_request(tok, {"messages": msgs, "max_tokens": 10**6}, opts).max_tokens < 4096   # capped to context
+
+
+def test_serve_cli_names_a_bad_checkpoint_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hr1_jax.cli", "serve", f"--checkpoint={tmp_path}/nope", "--port=0"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == f"hr1 serve: checkpoint not found: {tmp_path}/nope"
