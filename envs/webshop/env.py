@@ -113,6 +113,9 @@ class WebShopEnv(Environment):
         self.max_turns = int(get("max_rounds"))
         self.goal_seed = int(get("goal_seed"))
         self.catalog_seed = int(get("catalog_seed"))
+        self.data_dir = str(get("data_dir") or "")
+        if self.data_dir:   # the real product/goal files: other tasks, other identities
+            self.env_version = "webshop-real-v1"
         self._catalog: Catalog | None = None
         self.site: Site | None = None
         self.task: Task | None = None
@@ -120,13 +123,21 @@ class WebShopEnv(Environment):
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = get_catalog(self.catalog_seed, self.goal_seed)
+            if self.data_dir:
+                from envs.webshop.real_data import get_real_catalog
+                self._catalog = get_real_catalog(self.data_dir, self.goal_seed)
+            else:
+                self._catalog = get_catalog(self.catalog_seed, self.goal_seed)
         return self._catalog
 
     # --- tasks -------------------------------------------------------------------------------
     def tasks(self, split: str) -> list[Task]:
-        return [self.task_for_goal(i, split=split, task_id=k)
-                for k, i in enumerate(goals_mod.split_range(split))]
+        ids = goals_mod.split_range(split)
+        if self.data_dir:   # the same split bounds over the real goal list
+            ids = range(min(ids.start, len(self.catalog.goals)),
+                        len(self.catalog.goals) if goals_mod.SPLITS[split][1] is None
+                        else min(ids.stop, len(self.catalog.goals)))
+        return [self.task_for_goal(i, split=split, task_id=k) for k, i in enumerate(ids)]
 
     def task_for_goal(self, goal_index: int, *, split: str = "", task_id: int | None = None) -> Task:
         goal = self.catalog.goals[goal_index]

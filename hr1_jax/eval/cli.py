@@ -120,6 +120,7 @@ def _write(result, config, workdir: str) -> dict:
     from hr1_jax.eval.report import write_reports
     from hr1_jax.utils.tensorboard import TensorBoardWriter
 
+    os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "eval_result.json"), "w") as f:
         f.write(result.to_json())
     paths = write_reports(result, workdir, n_boot=config.eval.bootstrap_samples, seed=config.seed)
@@ -158,6 +159,8 @@ def eval_stage(config, workdir: str) -> int:
             c = _target_config(config, key)
             sub = os.path.join(workdir, "targets", key)
             os.makedirs(sub, exist_ok=True)
+            with open(os.path.join(sub, "config.eval.json"), "w") as f:   # this target's provenance
+                f.write(c.to_json_best_effort(indent=2))
             results[key] = run_eval(c, sub)
             if not e.generate_only:
                 _write(results[key], c, sub)

@@ -14,6 +14,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 
 from hr1_jax.errors import InputError
 from hr1_jax.patch.reference import HELDOUT_DIR, HELDOUT_EDITORS
@@ -106,13 +107,18 @@ STAGE_LABELS = {"sft": "SFT engineer", "grpo": "GRPO engineer"}
 
 
 def checkpoint_name(checkpoint: str) -> str:
-    """A method name from the run: `runs/demo/grpo[/final_params]` -> "GRPO engineer (demo)"."""
+    """A method name from the run: `runs/demo/grpo[/final_params]` -> "GRPO engineer (demo)",
+    `runs/demo/grpo/seed1` -> "GRPO engineer seed1 (demo)"."""
     from hr1_jax.train.engine import PARAMS_DIR
     path = os.path.normpath(os.path.abspath(checkpoint))
     if os.path.basename(path) == PARAMS_DIR:
         path = os.path.dirname(path)
+    variant = ""
+    if re.fullmatch(r"seed\d+", os.path.basename(path)):   # one of several runs of a stage
+        variant, path = " " + os.path.basename(path), os.path.dirname(path)
     stage, run = os.path.basename(path), os.path.basename(os.path.dirname(path))
-    return f"{STAGE_LABELS.get(stage, f'Engineer {stage}')} ({run})" if run else STAGE_LABELS.get(stage, stage)
+    label = STAGE_LABELS.get(stage, f"Engineer {stage}") + variant
+    return f"{label} ({run})" if run else label
 
 
 class CheckpointEngineer:

@@ -43,17 +43,23 @@ def restyle(row: dict, style: str) -> dict:
 
 
 def _run_rows_style(checkpoint: str) -> str:
-    """The prompt_version of the rows in the checkpoint's run folder (`<run>/rows/*.jsonl`), for a
-    checkpoint written before checkpoints carried their style; "" if there are none or they differ."""
-    stage_dir = os.path.dirname(os.path.normpath(checkpoint)) if os.path.basename(
-        os.path.normpath(checkpoint)) == PARAMS_DIR else os.path.normpath(checkpoint)
-    found = set()
-    for path in glob.glob(os.path.join(os.path.dirname(stage_dir), "rows", "*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            line = f.readline()
-        if line.strip():
-            found.add(str((json.loads(line).get("metadata") or {}).get("prompt_version", "")))
-    return found.pop() if len(found) == 1 else ""
+    """The prompt_version of the rows beside a checkpoint written before checkpoints carried their
+    style: `rows/*.jsonl` in its stage folder or up to two folders above (`RUN/rows` of the demo,
+    `RUN/grpo/seed<N>`); "" if there are none or they differ."""
+    folder = os.path.normpath(os.path.abspath(checkpoint))
+    if os.path.basename(folder) == PARAMS_DIR:
+        folder = os.path.dirname(folder)
+    for _ in range(3):
+        found = set()
+        for path in glob.glob(os.path.join(folder, "rows", "*.jsonl")):
+            with open(path, encoding="utf-8") as f:
+                line = f.readline()
+            if line.strip():
+                found.add(str((json.loads(line).get("metadata") or {}).get("prompt_version") or DEFAULT_PROMPT_STYLE))
+        if found:
+            return found.pop() if len(found) == 1 else ""
+        folder = os.path.dirname(folder)
+    return ""
 
 
 def checkpoint_prompt_style(checkpoint: str, override: str = "") -> str:

@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 
+from hr1_jax.rollout.batches import WEBSHOP_NOTE
 
+WEBSHOP_REAL = "WebShop REAL data"   # webshop.data_dir: the real product and goal files
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA_SOURCES = {"alfworld": "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)"}
 
@@ -86,8 +88,9 @@ def data_sources(benchmarks, backends: list[str], config: dict | None = None) ->
             tasks = f"tasks from {files} (else the shipped AgentBench files)" if files else "the AgentBench tasks"
             out[bench] = f"DBBench: {tasks} on {' + '.join(backends) or 'an unrecorded SQL backend'}"
         elif bench == "webshop":
-            from envs.webshop.config import data_source
-            out[bench] = data_source(config.get("webshop") or {})
+            data_dir = (config.get("webshop") or {}).get("data_dir") or ""
+            out[bench] = (f"{WEBSHOP_REAL} from {data_dir} (items_shuffle, items_ins_v2, items_human_ins)"
+                          if data_dir else WEBSHOP_NOTE)
         else:
             out[bench] = DATA_SOURCES.get(bench, bench)
     return out

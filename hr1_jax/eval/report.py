@@ -247,12 +247,13 @@ def _delta_cell(d) -> str:
     return (f"{100 * d['mean_delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]{sig}")
 
 
-def footnotes(result: EvalResult, main_rows) -> list[str]:
+def footnotes(result: EvalResult, main_rows, webshop_source: str = "") -> list[str]:
     """One line per mark used, plus a warning when rows stand on fewer tasks than the baseline."""
     notes = [f"{UPPER_MARK} upper reference, not a patch method: {m.description or 'it peeks at the outcome'}."
              for m in result.methods if m.upper_reference][:1]
     if any(r.get("webshop_n") for r in main_rows):
-        notes.append(f"{SUBSTITUTE_MARK} WebShop is the project's self-contained substitute environment "
+        notes.append(f"{SUBSTITUTE_MARK} {webshop_source}." if webshop_source.startswith(prov.WEBSHOP_REAL) else
+                     f"{SUBSTITUTE_MARK} WebShop is the project's self-contained substitute environment "
                      "(synthetic catalog, real instructions), not the original WebShop.")
     base = main_rows[0] if main_rows else {}
     fewer = [r["method"] for r in main_rows[1:]
@@ -308,7 +309,7 @@ def write_main_csv(path: str, main_rows: list[dict]) -> None:
             w.writerow(cells)
 
 
-def markdown_tables(result: EvalResult, main_rows, deltas, ablation=()) -> list[str]:
+def markdown_tables(result: EvalResult, main_rows, deltas, ablation=(), webshop_source: str = "") -> list[str]:
     """The main, delta and cost tables with their footnotes (also TensorBoard's text summary)."""
     lines = ["## Main table (success %, WebShop score = mean reward × 100; (n) = tasks)", "",
              "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
@@ -316,7 +317,7 @@ def markdown_tables(result: EvalResult, main_rows, deltas, ablation=()) -> list[
     for r in main_rows:
         lines.append(f"| {r['method']} | " + " | ".join(
             f"{_fmt(r.get(k))} ({r[n]})" if r.get(n) else "–" for k, _, n in MAIN_COLUMNS) + " |")
-    lines += [""] + footnotes(result, main_rows) + [""]
+    lines += [""] + footnotes(result, main_rows, webshop_source) + [""]
     lines += ["## Paired deltas per benchmark (pp, 95% paired bootstrap CI; n.s. = interval crosses 0)", "",
               "| Method | Benchmark | n | Δ reward [CI] | Δ pass rate | rescued | regressed | seeds |",
               "|---|---|---|---|---|---|---|---|"]
@@ -339,7 +340,7 @@ def render_markdown(result: EvalResult, main_rows, deltas, provenance: dict, abl
     lines = [f"# {result.title}", ""]
     lines += [f"- {k}: {v}" for k, v in _provenance_lines(provenance)] + [""]
     lines += [f"- {n}" for n in result.notes] + [""]
-    lines += markdown_tables(result, main_rows, deltas, ablation)
+    lines += markdown_tables(result, main_rows, deltas, ablation, provenance.get("data", {}).get("webshop", ""))
     lines += ["", "## Patches", ""]
     for m in result.methods:
         for p in m.patches:
@@ -372,7 +373,7 @@ pre{background:#f8f8f8;padding:8px;overflow-x:auto;font-size:12px}.k{color:#00f}
 """
 
 
-def _html_main_table(result: EvalResult, main_rows) -> list[str]:
+def _html_main_table(result: EvalResult, main_rows, webshop_source: str = "") -> list[str]:
     e = html.escape
     parts = ["<h2>Main table</h2><p class='foot'>success %, WebShop score = mean reward × 100; "
              "the small grey number is n, the tasks behind the cell</p><table id='main-table'><tr><th>Method</th>"
@@ -381,7 +382,7 @@ def _html_main_table(result: EvalResult, main_rows) -> list[str]:
         cells = "".join(f"<td>{_fmt(r.get(k))}<span class='cnt'>{r[n]}</span></td>" if r.get(n) else "<td>–</td>"
                         for k, _, n in MAIN_COLUMNS)
         parts.append(f"<tr><td>{e(r['method'])}</td>{cells}</tr>")
-    parts.append("</table>" + "".join(f"<p class='foot'>{e(n)}</p>" for n in footnotes(result, main_rows)))
+    parts.append("</table>" + "".join(f"<p class='foot'>{e(n)}</p>" for n in footnotes(result, main_rows, webshop_source)))
     return parts
 
 
@@ -462,7 +463,7 @@ def render_html(result: EvalResult, main_rows, deltas, provenance: dict, ablatio
              f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><table class='prov' id='provenance'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _provenance_lines(provenance)]
     parts.append("</table><ul>" + "".join(f"<li>{e(n)}</li>" for n in result.notes) + "</ul>")
-    parts += (_html_main_table(result, main_rows) + _html_deltas(deltas) + _html_ablation(ablation)
+    parts += (_html_main_table(result, main_rows, provenance.get("data", {}).get("webshop", "")) + _html_deltas(deltas) + _html_ablation(ablation)
               + _html_costs(result) + _html_patches(result))
     parts.append("</body></html>")
     return "".join(parts)

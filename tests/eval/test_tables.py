@@ -162,6 +162,19 @@ def test_merge_joins_per_benchmark_runs_and_refuses_overlap(tmp_path):
         merge_results([str(tmp_path / "missing")])
 
 
+def test_merge_mode_of_hr1_eval_writes_one_report(tmp_path):
+    from hr1_jax.eval.cli import eval_stage
+    a = _write_run(tmp_path / "alf", [MethodResult(name="E", pairs=_pairs("alfworld", [0, 1, 0, 0], [1, 1, 1, 0], FAMS))])
+    d = _write_run(tmp_path / "db", [MethodResult(name="E", pairs=_pairs("dbbench", [0, 0], [1, 0]))])
+    c = get_config()
+    c.eval.merge_from, c.eval.bootstrap_samples = f"{a},{d}", 200
+    assert eval_stage(c, str(tmp_path / "all")) == 0
+    md = (tmp_path / "all" / "report.md").read_text()
+    assert "| E | 100.0 (2) | 100.0 (1) | – | – | – | 0.0 (1) | 75.0 (4) | – | – | 50.0 (2) | 62.5 (6) |" in md
+    assert (tmp_path / "all" / "main_table.csv").is_file()
+    assert not (tmp_path / "all" / "baseline").exists()                  # nothing ran
+
+
 # ---------------------------------------------------------------------------------------------- editors
 
 def test_reference_patches_of_every_shipped_editor():
@@ -222,12 +235,22 @@ def test_compact_restyle_and_the_style_a_checkpoint_carries(tmp_path):
     (tmp_path / "run" / "rows").mkdir()
     (tmp_path / "run" / "rows" / "rl.jsonl").write_text(json.dumps(restyle(row, COMPACT)) + "\n")
     assert checkpoint_prompt_style(str(tmp_path / "run" / "grpo")) == COMPACT
+    (tmp_path / "run" / "grpo" / "seed1" / "final_params").mkdir(parents=True)   # several GRPO seeds
+    assert checkpoint_prompt_style(str(tmp_path / "run" / "grpo" / "seed1")) == COMPACT
     (params / PROMPT_STYLE_FILE).write_text(json.dumps({"prompt_version": "hr1-prompt-v1"}))
     assert checkpoint_prompt_style(str(params)) == "hr1-prompt-v1"
     assert checkpoint_prompt_style(str(params), COMPACT) == COMPACT
     assert rows_prompt_style([compact, compact]) == COMPACT and rows_prompt_style([]) == "hr1-prompt-v1"
     with pytest.raises(ConfigError, match="mix prompt styles"):
         rows_prompt_style([compact, row])
+
+
+def test_checkpoint_method_names_come_from_the_run():
+    from hr1_jax.eval.engineers import checkpoint_name
+    assert checkpoint_name("/runs/demo/grpo/final_params") == "GRPO engineer (demo)"
+    assert checkpoint_name("/runs/demo/grpo/seed1") == "GRPO engineer seed1 (demo)"
+    assert checkpoint_name("/runs/demo/sft/") == "SFT engineer (demo)"
+    assert checkpoint_name("/models/my_hf") == "Engineer my_hf (models)"
 
 
 def test_engineer_export_records_the_rows_prompt_style(tmp_path):
@@ -298,6 +321,7 @@ def test_cross_target_run_writes_one_report_per_target_and_the_summary(tmp_path,
     for key in ("scripted_strong", "scripted_weak"):
         report = json.loads((tmp_path / "targets" / key / "report.json").read_text())
         assert report["main_table"][0]["dbbench_n"] == 10
+        assert report["provenance"]["target"] == f"scripted scripted-{key.split('_')[1]}"
     with open(tmp_path / "cross_target.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     weak = json.loads((tmp_path / "targets" / "scripted_weak" / "report.json").read_text())["main_table"]
