@@ -71,6 +71,15 @@ def parse_group_counts(spec: str) -> dict[str, int]:
     return out
 
 
+def group_counts_problem(spec: str) -> str:
+    """Why `spec` is not a group-count spec ("" when it is one)."""
+    try:
+        parse_group_counts(spec)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def _resize_groups(bench: str, groups: list[list[dict]], target: int, rng: random.Random) -> list[list[dict]]:
     """`target` groups of one benchmark (the reference's upsampled mix): extra groups drawn with
     replacement, flagged `mixed_upsampled_duplicate`; excess groups down-sampled (order kept)."""

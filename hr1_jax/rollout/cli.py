@@ -189,7 +189,7 @@ def build_rows_stage(config, workdir: str) -> int:
     """Every stored baseline batch (rollout.baseline_dir or WORKDIR/baseline, from `hr1 baseline`)
     -> failure packet -> RL prompt row: WORKDIR/rows/rl_<benchmark>.jsonl, the benchmark-pure grouped
     file WORKDIR/rows/rl_grouped.jsonl (what `hr1 teacher` and `hr1 grpo` read) and stats.json."""
-    from hr1_jax.data.rows import group_rows, write_jsonl
+    from hr1_jax.data.rows import group_rows, parse_group_counts, write_jsonl
 
     root = baseline_root(config, workdir)
     out_dir = os.path.join(workdir, "rows")
@@ -210,7 +210,7 @@ def build_rows_stage(config, workdir: str) -> int:
         print(f"hr1 build-rows: no usable baseline batches under {root}", file=sys.stderr)
         return 1
     r = config.rollout
-    grouped = group_rows(by_bench, r.group_size, r.group_seed, r.group_tail)
+    grouped = group_rows(by_bench, r.group_size, r.group_seed, r.group_tail, parse_group_counts(r.group_counts))
     write_jsonl(os.path.join(out_dir, "rl_grouped.jsonl"), grouped)
     stats["grouped"] = {"rows": len(grouped), "groups": len(grouped) // r.group_size,
                         "recommended_num_rollout": len(grouped) // r.group_size}

@@ -27,6 +27,7 @@ def defaults() -> ml_collections.ConfigDict:
     c.group_size = 4
     c.group_seed = 20260621
     c.group_tail = "pad"             # pad | drop | error
+    c.group_counts = ""              # "webshop=130,dbbench=200": exactly N groups per named benchmark (upsampled mix)
     c.packet = ml_collections.ConfigDict()
     c.packet.strategy = "round_robin"
     c.packet.max_traces = 20
@@ -48,6 +49,8 @@ def validate(c, config) -> None:
     require(c.reward_metric in METRICS, "rollout.reward_metric", f"must be one of {METRICS}")
     require(c.group_size >= 1, "rollout.group_size", "must be >= 1")
     require(c.group_tail in ("pad", "drop", "error"), "rollout.group_tail", "must be pad, drop or error")
+    from hr1_jax.data.rows import group_counts_problem
+    require(not group_counts_problem(c.group_counts), "rollout.group_counts", group_counts_problem(c.group_counts))
     require(c.packet.strategy in ("round_robin", "lowest_reward"), "rollout.packet.strategy",
             "must be round_robin or lowest_reward")
     require(c.packet.max_traces >= 1, "rollout.packet.max_traces", "must be >= 1")

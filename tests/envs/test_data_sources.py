@@ -104,3 +104,25 @@ def test_group_counts_upsample_and_downsample_per_benchmark():
         group_rows(rows, 4, 7, group_counts={"tau": 3})
     with pytest.raises(ValueError, match="benchmark=N"):
         parse_group_counts("webshop=0")
+
+
+def test_build_rows_stage_takes_group_counts(tmp_path):
+    """`hr1 build-rows --config.rollout.group_counts=dbbench=5`: the grouped file holds exactly 5
+    DBBench groups however many batches the baselines gave."""
+    from hr1_jax.config import base_config, validate_config
+    from hr1_jax.data.rows import read_jsonl
+    from hr1_jax.rollout.cli import baseline_stage, build_rows_stage
+    c = base_config()
+    c.benchmark, c.split, c.tasks = "dbbench", "dev", "0:20"
+    c.dbbench.backend, c.rollout.batch_size, c.rollout.group_size = "sqlite", 5, 2
+    c.rollout.group_counts = "dbbench=5"
+    validate_config(c)
+    assert baseline_stage(c, str(tmp_path)) == 0
+    assert build_rows_stage(c, str(tmp_path)) == 0
+    rows = read_jsonl(str(tmp_path / "rows" / "rl_dbbench.jsonl"))
+    grouped = read_jsonl(str(tmp_path / "rows" / "rl_grouped.jsonl"))
+    assert len(grouped) == 5 * 2 and len(rows) < len(grouped)
+    assert any(r["metadata"].get("mixed_upsampled_duplicate") for r in grouped)
+    c.rollout.group_counts = "dbbench=x"
+    with pytest.raises(ConfigError, match="rollout.group_counts"):
+        validate_config(c)
