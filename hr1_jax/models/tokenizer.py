@@ -247,10 +247,24 @@ class HFTokenizer(Tokenizer):
         # The checkpoint's own template is authoritative (Qwen3/3.5 read `enable_thinking`).
         # transformers needs jinja2 here (listed in setup.py); tokenize=False then encode ourselves
         # because tokenize=True returns a BatchEncoding in transformers 5.
-        text = self.tok.apply_chat_template(list(messages), tokenize=False, tools=list(tools) if tools else None,
+        text = self.tok.apply_chat_template(_dict_arguments(messages), tokenize=False, tools=list(tools) if tools else None,
                                             add_generation_prompt=add_generation_prompt,
                                             enable_thinking=enable_thinking)
         return self.encode(text) if tokenize else text
+
+
+def _dict_arguments(messages: Sequence[dict]) -> list[dict]:
+    """Messages with tool-call arguments as objects: HF templates iterate them (Qwen3.5's XML
+    format), while the OpenAI wire format carries them as JSON text."""
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        if calls:
+            m = dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(a)))
+                                    if isinstance(a := (c.get("function") or {}).get("arguments"), str) and a.strip()
+                                    else c for c in calls])
+        out.append(m)
+    return out
 
 
 def render_conversation(tokenizer: Tokenizer, messages: Sequence[dict], tools: Sequence[dict] | None = None,

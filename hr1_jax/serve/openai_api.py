@@ -137,7 +137,10 @@ def parse_request(tokenizer, body: dict, opts: ServeOptions) -> GenRequest:
         raise APIError(400, "stream=true is not supported", "stream")
     if body.get("n", 1) != 1:
         raise APIError(400, "only n=1 is supported", "n")
-    ids = tokenizer.encode(render(tokenizer, body, opts))
+    try:
+        ids = tokenizer.encode(render(tokenizer, body, opts))
+    except ValueError as e:   # messages the chat template cannot render (e.g. tool-call arguments not JSON)
+        raise APIError(400, f"cannot render the messages: {e}", "messages") from None
     room = opts.max_model_len - len(ids)
     if room < 1:
         raise APIError(400, f"the prompt has {len(ids)} tokens; this model's maximum context length is "

@@ -72,6 +72,31 @@ def test_hf_chat_template_masks_match_its_own_rendering(tmp_path):
     assert _spans(tok, ids, mask) == [f"Let me count.{IM_END}", f"There is one row.{IM_END}"]
 
 
+# Qwen3.5's tool format, reduced: tools listed in the system turn, calls as XML from argument objects.
+XML_TOOLS_TEMPLATE = (
+    "{%- if tools %}{{ '<|im_start|>system\\n' + messages[0].content + '\\n<tools>' }}"
+    "{%- for t in tools %}{{ '\\n' + t.function.name }}{%- endfor %}{{ '\\n</tools><|im_end|>\\n' }}{%- endif %}"
+    "{%- for m in messages %}{%- if m.role == 'system' and tools %}"
+    "{%- elif m.role == 'assistant' %}{{ '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' + m.content }}"
+    "{%- for c in m.tool_calls or [] %}{{ '\\n<tool_call>\\n<function=' + c.function.name + '>' }}"
+    "{%- for k, v in c.function.arguments|items %}{{ '\\n<parameter=' + k + '>\\n' + v + '\\n</parameter>' }}{%- endfor %}"
+    "{{ '\\n</function>\\n</tool_call>' }}{%- endfor %}{{ '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' %}{{ '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- else %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' }}{%- endif %}")
+
+
+def test_hf_template_renders_tools_and_xml_tool_calls_from_wire_arguments(tmp_path):
+    save_tokenizer(tmp_path, None)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(dict(config, chat_template=XML_TOOLS_TEMPLATE)))
+    tok = load_tokenizer(str(tmp_path))
+    ids, mask = render_conversation(tok, CONVERSATION[:5], TOOLS)
+    call = "<tool_call>\n<function=execute_sql>\n<parameter=query>\nSELECT 1\n</parameter>\n</function>\n</tool_call>"
+    assert _spans(tok, ids, mask) == [f"Let me count.\n{call}{IM_END}", f"There is one row.{IM_END}"]
+    assert "<tools>\nexecute_sql\n</tools>" in tok.decode(ids)
+
+
 def test_a_template_that_rewrites_history_is_refused(tmp_path):
     # Qwen3's template drops the empty think block of earlier turns: not prefix-consistent.
     save_tokenizer(tmp_path, "qwen3")
