@@ -59,6 +59,11 @@ def defaults() -> ml_collections.ConfigDict:
     c.grpo.max_prompt_tokens = 28672
     c.grpo.max_response_tokens = 12288
     c.grpo.save_every = 16
+    c.grpo.eval_every = 8           # validation (greedy, fixed rows) every N steps, when validation rows exist
+    # reward/vs_start_greedy: one greedy decode + rerun of every train row before step 1 (the demo's
+    # 100 rows: seconds; a 9B run's thousands: skip)
+    c.grpo.start_greedy_baseline = False
+    c.grpo.permute_rewards = False  # null control: shuffle each round's rewards across its samples
     c.grpo.response_protocol = "prefill_think_patch"
 
     c.teacher = ml_collections.ConfigDict()
@@ -83,13 +88,18 @@ def defaults() -> ml_collections.ConfigDict:
     c.demo = ml_collections.ConfigDict()
     c.demo.benchmarks = ("dbbench", "alfworld", "webshop")
     c.demo.vocab_size = 1024
-    # train_seeds: target seeds the train batches are rolled out under (more packets from the same tasks)
-    c.demo.dbbench = ml_collections.ConfigDict(dict(train_split="dev", train_tasks="0:40", heldout_split="test",
-                                                    heldout_tasks="0:20", batch_size=5, train_seeds=(0,)))
-    c.demo.alfworld = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:15", heldout_split="dev",
-                                                     heldout_tasks="0:10", batch_size=5, train_seeds=(0,)))
-    c.demo.webshop = ml_collections.ConfigDict(dict(train_split="train", train_tasks="0:20", heldout_split="test",
-                                                    heldout_tasks="0:10", batch_size=5, train_seeds=(0,)))
+    # <part>_seeds: target seeds a part's batches are rolled out under (more packets from the same
+    # tasks); val_*: GRPO's validation rows (checkpoint choice), "" tasks = no validation set
+    common = dict(heldout_seeds=(0,), val_tasks="", val_seeds=(0,), batch_size=5, train_seeds=(0,))
+    c.demo.dbbench = ml_collections.ConfigDict(dict(common, train_split="dev", train_tasks="0:40", heldout_split="test",
+                                                    heldout_tasks="0:20", val_split="dev"))
+    c.demo.alfworld = ml_collections.ConfigDict(dict(common, train_split="train", train_tasks="0:15",
+                                                     heldout_split="dev", heldout_tasks="0:10", val_split="train"))
+    c.demo.webshop = ml_collections.ConfigDict(dict(common, train_split="train", train_tasks="0:20",
+                                                    heldout_split="test", heldout_tasks="0:10", val_split="train"))
+    c.demo.grpo_seeds = (0,)        # one GRPO run per seed from the same SFT engineer; the table averages them
+    c.demo.grpo_params = "best"     # best: each run's validation-chosen best_params (final_params without one)
+    c.demo.eval_samples = 4         # sampled held-out metric: samples per batch at the GRPO temperature
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.max_to_keep = 2
@@ -115,6 +125,7 @@ def validate(c, config) -> None:
     require(g.kl_coef >= 0, "train.grpo.kl_coef", "must be >= 0")
     require(g.num_steps >= 1, "train.grpo.num_steps", "must be >= 1")
     require(g.buffer_epochs >= 1, "train.grpo.buffer_epochs", "must be >= 1")
+    require(g.eval_every >= 1, "train.grpo.eval_every", "must be >= 1")
     s = c.sft
     require(s.batch_size >= 1 and s.grad_accum >= 1, "train.sft.batch_size", "batch and accumulation must be >= 1")
     require(s.epochs >= 1, "train.sft.epochs", "must be >= 1")
@@ -131,3 +142,6 @@ def validate(c, config) -> None:
             "must be 'max_completion_tokens' or 'max_tokens'")
     for bench in c.demo.benchmarks:
         require(bench in c.demo, f"train.demo.{bench}", "task sets missing for a demo benchmark")
+    require(len(c.demo.grpo_seeds) >= 1, "train.demo.grpo_seeds", "need at least one GRPO seed")
+    require(c.demo.grpo_params in ("best", "final"), "train.demo.grpo_params", "must be 'best' or 'final'")
+    require(c.demo.eval_samples >= 1, "train.demo.eval_samples", "must be >= 1")

@@ -1,7 +1,7 @@
 """Held-out scoring of an engineer (or any response source) with the paired-rerun reward.
 
 `engineer_responses` decodes greedily (temperature 0, the reference's eval setting) from the
-current sampler; `score_responses` reruns each held-out batch with the parsed patch and returns the
+current sampler, or samples at a given temperature (the sampled metric: what GRPO optimises); `score_responses` reruns each held-out batch with the parsed patch and returns the
 table entries: mean delta reward, delta pass rate, valid-patch rate and how many batches were
 scored (eval_failed batches are reported as missing, never as 0).
 """
@@ -16,7 +16,7 @@ STOP = ("</patch>",)
 
 
 def engineer_responses(sampler, tokenizer, rows: list[dict], *, max_new_tokens: int, batch_size: int = 16,
-                       seed: int = 0) -> list[str]:
+                       seed: int = 0, temperature: float = 0.0, top_p: float = 1.0) -> list[str]:
     from hr1_jax.train.grpo import prompt_ids
 
     out: list[str] = []
@@ -24,7 +24,7 @@ def engineer_responses(sampler, tokenizer, rows: list[dict], *, max_new_tokens: 
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
         res = sampler.generate([prompt_ids(tokenizer, r) for r in chunk], key=jax.random.fold_in(key, start),
-                               max_new_tokens=max_new_tokens, temperature=0.0, stop=STOP)
+                               max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, stop=STOP)
         out += [r.text for r in res]
     return out
 

@@ -9,30 +9,41 @@ One step:
 Every step logs TensorBoard scalars (reward, validity, deltas, clip fractions, KL, entropy, grad
 norm, tokens/s, phase times, MFU when peak FLOP/s is configured) and the best/worst patch text;
 orbax checkpoints (state, rollout step, RNG key, data-iterator state) make a killed run resume.
+
+Curves that can show learning: `reward/vs_start_greedy` is each sample's reward minus the start
+policy's (the SFT engineer's) greedy reward on the same row, so the prompt mix of a step cancels;
+`reward/kept_mean` is the reward of the groups the update used. With validation rows, every
+`eval_every` steps the greedy policy is scored on that fixed set (`val/*`, also the fixed probe)
+and the best-scoring step's params are saved as WORKDIR/best_params beside final_params.
+`permute_rewards` (the null control) shuffles each round's rewards across its samples.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 
 import jax
 import numpy as np
+from flax import nnx
 
 from hr1_jax.data.rows import read_jsonl
 from hr1_jax.models.flops import flops_per_token
 from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
 from hr1_jax.train.data import buffer_dataset, render_prompt, rl_group_dataset, row_benchmark
-from hr1_jax.train.engine import Engineer
+from hr1_jax.train.engine import Engineer, save_params
 from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step, to_global
 from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
+from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
 from hr1_jax.utils.tensorboard import TensorBoardWriter
 
 STOP = ("</patch>",)
 LENGTH_BUCKET = 128
+BEST_DIR = "best_params"   # <workdir>/best_params: the validation-chosen step's params (as final_params)
 
 
 @dataclasses.dataclass
@@ -110,7 +121,7 @@ def informative(group: list[Sample]) -> bool:
 
 class GRPOTrainer:
     def __init__(self, config, workdir: str, *, rows: list[dict] | None = None, tb_dir: str | None = None,
-                 reward_ctx: RewardContext | None = None):
+                 reward_ctx: RewardContext | None = None, val_rows: list[dict] | None = None):
         self.config, self.g, self.workdir = config, config.train.grpo, workdir
         rows_path = config.train.rows or os.path.join(workdir, "rows", "rl_grouped.jsonl")
         rows = rows if rows is not None else read_jsonl(rows_path)
@@ -157,6 +168,53 @@ class GRPOTrainer:
         self.reward_ctx = reward_ctx or RewardContext(config, cache_dir=config.rollout.cache_dir
                                                       or os.path.join(workdir, "reward_cache"))
         self._own_ctx = reward_ctx is None
+        self.val_rows = list(val_rows or [])
+        self.best = self._read_json("best.json") or {"step": None, "val_reward": None}
+        self.start_greedy: dict[str, float] = {}
+
+    def _read_json(self, name: str) -> dict | None:
+        path = os.path.join(self.workdir, name)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def _greedy_scores(self, rows: list[dict]) -> list:
+        """The current sampler's greedy response to each row, rerun: [RewardResult]."""
+        from hr1_jax.train.evaluate import engineer_responses
+        texts = engineer_responses(self.eng.sampler, self.eng.tokenizer, rows,
+                                   max_new_tokens=self.g.max_response_tokens)
+        return score_group(rows, texts, self.reward_ctx)
+
+    def _start_greedy(self) -> dict[str, float]:
+        """Each train row's greedy reward under the start policy (stored, so a resumed run reuses
+        it): the per-row baseline of `reward/vs_start_greedy`."""
+        got = self._read_json("start_greedy.json")
+        if got is None:
+            results = self._greedy_scores(self.rows)
+            got = {_tag(r): float(res.score) for r, res in zip(self.rows, results) if not res.excluded}
+            write_json(os.path.join(self.workdir, "start_greedy.json"), got)
+        return got
+
+    def _validate(self, step: int) -> dict:
+        """Greedy rewards on the validation rows (eval_failed rows left out); a new best GRPO step
+        (step > 0) saves its params to WORKDIR/best_params."""
+        results = self._greedy_scores(self.val_rows)
+        scored = [(r, res) for r, res in zip(self.val_rows, results) if not res.excluded]
+        m = {"val/reward": float(np.mean([res.score for _, res in scored])) if scored else 0.0,
+             "val/valid_patch_rate": float(np.mean([bool(res.valid_patch) for res in results])),
+             "val/eval_failed": float(len(results) - len(scored))}
+        for bench in sorted({row_benchmark(r) for r, _ in scored}):
+            m[f"val/{bench}/reward"] = float(np.mean([res.score for r, res in scored if row_benchmark(r) == bench]))
+        if step > 0 and scored and (self.best["val_reward"] is None or m["val/reward"] > self.best["val_reward"]):
+            params = nnx.state(nnx.merge(self.eng.graphdef, self.state.params, self.eng.rest))
+            save_params(params, self.eng.cfg, os.path.join(self.workdir, BEST_DIR), self.eng.tokenizer)
+            self.best = dict(self.best, step=step, val_reward=m["val/reward"])
+            write_json(os.path.join(self.workdir, "best.json"), self.best)
+        m["val/best_step"] = float(self.best["step"] or 0)
+        self.tb.scalars(step, m)
+        log_event("grpo", "validation", step=step, **{k: round(v, 5) for k, v in m.items()})
+        return m
 
     # ------------------------------------------------------------------------------- phases
     def _sample(self, rows: list[dict], key, group_offset: int = 0) -> list[Sample]:
@@ -170,11 +228,19 @@ class GRPOTrainer:
                        group=gi)
                 for (gi, row), p, r in zip(items, prompts, out)]
 
-    def _score(self, samples: list[Sample]) -> None:
+    def _rerun(self, samples: list[Sample]) -> None:
         results = score_group([s.row for s in samples], [s.text for s in samples], self.reward_ctx)
         for s, res in zip(samples, results):
             s.result, s.valid = res, not res.excluded
             s.reward = float(res.score) if s.valid else None
+
+    def _score(self, samples: list[Sample]) -> None:
+        self._rerun(samples)
+        if self.g.permute_rewards:   # null control: rewards no longer belong to their samples
+            scored = [s for s in samples if s.valid]
+            rng = np.random.default_rng([self.config.train.seed, self.step, len(samples)])
+            for s, r in zip(scored, rng.permutation([s.reward for s in scored])):
+                s.reward = float(r)
 
     def _rollout(self, key) -> tuple[list[Sample], dict]:
         """Sample + score + advantages for one step's prompt groups. With dynamic sampling, groups
@@ -279,6 +345,11 @@ class GRPOTrainer:
              "perf/sample_tokens_per_s": sum(len(s.response) for s in every) / max(info["sample"], 1e-9),
              "perf/response_tokens_mean": float(np.mean([len(s.response) for s in every])) if every else 0.0}
         m["train/lr"] = float(self.g.lr)   # grpo_optimizer is constant-lr
+        kept = [s.reward for s in samples if s.valid]
+        m["reward/kept_mean"] = float(np.mean(kept)) if kept else 0.0
+        rel = [s.reward - self.start_greedy[_tag(s.row)] for s in scored if _tag(s.row) in self.start_greedy]
+        if rel:
+            m["reward/vs_start_greedy"] = float(np.mean(rel))
         for bench in sorted({row_benchmark(s.row) for s in scored}):
             m[f"reward/{bench}/mean"] = float(np.mean([s.reward for s in scored if row_benchmark(s.row) == bench]))
         m.update(metrics)
@@ -297,6 +368,11 @@ class GRPOTrainer:
         history = []
         try:
             t_move = self.eng.sync_sampler(self.state.params)
+            if g.start_greedy_baseline:
+                self.start_greedy = self._start_greedy()
+            if self.val_rows and self.step == 0:   # the start policy's validation reward: the line to beat
+                self.best["start_val_reward"] = self._validate(0)["val/reward"]
+                write_json(os.path.join(self.workdir, "best.json"), self.best)
             while self.step < g.num_steps:
                 step = self.step + 1
                 t_step = time.monotonic()
@@ -306,8 +382,10 @@ class GRPOTrainer:
                 metrics["perf/weight_move_s"] = t_move
                 metrics["perf/step_s"] = time.monotonic() - t_step
                 m = self._log(step, samples, info, metrics)
-                history.append({"step": step, **m})
                 self.step = step
+                if self.val_rows and (step % g.eval_every == 0 or step == g.num_steps):
+                    m.update(self._validate(step))
+                history.append({"step": step, **m})
                 if step % g.save_every == 0 or step == g.num_steps:
                     self.ckpt.save(step, self.state, {"step": step, "rng": key_to_json(self.key),
                                                       "data_state": self.data_iter.get_state()})
@@ -322,4 +400,8 @@ class GRPOTrainer:
             if self._own_ctx:
                 self.reward_ctx.close()
         self.eng.export(self.state.params, self.workdir)
-        return {"steps": self.step, "history": history}
+        return {"steps": self.step, "history": history, "best": dict(self.best)}
+
+
+def _tag(row: dict) -> str:
+    return (row.get("metadata") or {}).get("batch_tag") or json.dumps(row["prompt"], sort_keys=True)
