@@ -4,7 +4,7 @@ Scripted targets on small batches of all three benchmarks (DBBench dev -> test, 
 dev games, WebShop substitute train -> test goals), a tiny Qwen3-style engineer (2 layers, d=128)
 with a SentencePiece tokenizer trained on the project's own prompts/patches, template-teacher SFT,
 then 48 GRPO steps with real reruns under 3 seeds, each keeping the checkpoint that scores best on
-a fixed validation set; held-out table over ~57 batches (3 target seeds), greedy and sampled.
+a fixed validation set; held-out table over 54 batches (3 target seeds), greedy and sampled.
 
 Design (docs/measurements/grpo.md): SFT learns *every* valid non-negative teacher candidate of a
 row (coverage), GRPO selects among them with the reward. SFT on only the rerun-selected best
@@ -83,7 +83,7 @@ def get_config():
     g.save_every = 8
 
     # Task sets: train rows (teacher SFT + GRPO), validation rows (GRPO's checkpoint choice; tasks
-    # apart from both) and held-out rows (the table, under 3 target seeds: ~57 batches), batches of
+    # apart from both) and held-out rows (the table, under 3 target seeds: 54 batches with failures), batches of
     # 5 tasks (ALFWorld 3: loading a TextWorld game costs seconds per episode).
     t.demo.dbbench.update(dict(train_split="dev", train_tasks="0:60", train_seeds=(0, 1, 2),
                                val_split="test", val_tasks="250:270", val_seeds=(0, 1),

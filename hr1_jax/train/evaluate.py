@@ -1,7 +1,8 @@
 """Held-out scoring of an engineer (or any response source) with the paired-rerun reward.
 
 `engineer_responses` decodes greedily (temperature 0, the reference's eval setting) from the
-current sampler, or samples at a given temperature (the sampled metric: what GRPO optimises); `score_responses` reruns each held-out batch with the parsed patch and returns the
+current sampler, or samples at a given temperature (the sampled metric: what GRPO optimises);
+`score_responses` reruns each held-out batch with the parsed patch and returns the
 table entries: mean delta reward, delta pass rate, valid-patch rate and how many batches were
 scored (eval_failed batches are reported as missing, never as 0).
 """
