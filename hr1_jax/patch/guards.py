@@ -40,7 +40,8 @@ MAX_RE_PATTERN = 20_000
 MAX_ROUND_DIGITS = 1_000
 MAX_RSS_GROWTH = 256 * 2**20  # bytes one hook call may add to the process (safety net)
 MAX_CALL_DEPTH = 100          # nested calls of hook functions
-CHECK_EVERY_LINES = 64        # wall clock and RSS are sampled every 64 counted statements
+CHECK_EVERY_LINES = 64        # the wall clock is sampled every 64 counted statements ...
+RSS_EVERY_S = 0.0005          # ... and RSS (a /proc read, ~1-4 us) when this much time has passed
 MAX_MATCHER_WORK = 2_000_000  # len(a) * len(b) of one SequenceMatcher comparison
 
 
@@ -83,10 +84,13 @@ class CallBudget:
     rewrite), `alloc_left` large allocations and C-level work charged by the guards: both are
     deterministic, so a hook's fate does not depend on machine load. `deadline` is only the far
     wall-clock safety net (a time.perf_counter() value; also bounds regex calls). A tick only
-    subtracts and compares with `next_check`; the clock and RSS are looked at every
-    CHECK_EVERY_LINES statements and whenever the line budget is exhausted."""
+    subtracts and compares with `next_check`; the clock is looked at every CHECK_EVERY_LINES
+    statements and whenever the line budget is exhausted, RSS at such a checkpoint once
+    RSS_EVERY_S has passed since the last look. Memory grows a few MB per millisecond at most, so
+    the call's first look is a fair baseline and a call that adds MAX_RSS_GROWTH is looked at
+    many times on the way; a short call never pays for /proc."""
 
-    __slots__ = ("alloc_left", "lines_left", "line_budget", "deadline", "rss0", "next_check", "depth")
+    __slots__ = ("alloc_left", "lines_left", "line_budget", "deadline", "rss0", "rss_at", "next_check", "depth")
 
     def __init__(self, alloc: int = ALLOC_BUDGET, deadline: float | None = None,
                  line_budget: int | None = None):
@@ -94,7 +98,8 @@ class CallBudget:
         self.line_budget = line_budget
         self.lines_left = line_budget if line_budget is not None else 1 << 62
         self.deadline = deadline if deadline is not None else math.inf
-        self.rss0 = None  # read at the first checkpoint: short hooks never pay for /proc
+        self.rss0 = None
+        self.rss_at = time.perf_counter() + RSS_EVERY_S
         self.next_check = max(self.lines_left - CHECK_EVERY_LINES, 0)
         self.depth = 0
 
@@ -140,16 +145,19 @@ def charge_work(n: int, what: str) -> None:
 # tick raises again, so an error swallowed somewhere in C is raised at the next statement.
 
 def _checkpoint(b: CallBudget) -> None:
-    """The slow part of a tick, every CHECK_EVERY_LINES statements: budget, RSS, clock."""
+    """The slow part of a tick, every CHECK_EVERY_LINES statements: budget, clock, RSS."""
     if b.lines_left < 0:
         raise HookTimeout(f"line budget of {b.line_budget} exceeded")
     b.next_check = max(b.lines_left - CHECK_EVERY_LINES, 0)  # 0: the first overdraft always lands here
-    rss = rss_bytes()
-    if b.rss0 is None:
-        b.rss0 = rss
-    elif rss is not None and rss - b.rss0 > MAX_RSS_GROWTH:
-        raise HookMemoryError(f"process memory grew by {(rss - b.rss0) >> 20} MiB during the hook")
-    if time.perf_counter() > b.deadline:
+    now = time.perf_counter()
+    if now >= b.rss_at:
+        b.rss_at = now + RSS_EVERY_S
+        rss = rss_bytes()
+        if b.rss0 is None:
+            b.rss0 = rss
+        elif rss is not None and rss - b.rss0 > MAX_RSS_GROWTH:
+            raise HookMemoryError(f"process memory grew by {(rss - b.rss0) >> 20} MiB during the hook")
+    if now > b.deadline:
         raise HookTimeout("wall-clock safety net exceeded")
 
 
@@ -538,17 +546,23 @@ class _TypeMeta(type):
         return issubclass(sub, cls.__bases__[0])
 
 
-class SafeStr(str, metaclass=_TypeMeta):
-    """Stands in for `str` in hook builtins: `str(x)` checks the size of x's text first,
-    `isinstance(v, str)` and `str.lower(v)` behave as usual. Never instantiated."""
-
-    def __new__(cls, obj="", *args, **kwargs):
-        if isinstance(obj, str):
-            return str(obj)
-        if args or kwargs:  # str(bytes, encoding[, errors])
-            return str(obj, *args, **kwargs)
-        _check_repr(obj, "str()")
+def g_str(obj="", *args, **kwargs):
+    """`str(...)` of hook code: checks the size of obj's text first. The sandbox calls it
+    directly where `str` names the stand-in (a metaclass call costs more than the check)."""
+    if isinstance(obj, str):
         return str(obj)
+    if args or kwargs:  # str(bytes, encoding[, errors])
+        return str(obj, *args, **kwargs)
+    _check_repr(obj, "str()")
+    return str(obj)
+
+
+class SafeStr(str, metaclass=_TypeMeta):
+    """Stands in for `str` in hook builtins: `str(x)` is `g_str(x)`, `isinstance(v, str)` and
+    `str.lower(v)` behave as usual. Never instantiated."""
+
+    def __new__(cls, *args, **kwargs):
+        return g_str(*args, **kwargs)
 
 
 class SafeInt(int, metaclass=_TypeMeta):
@@ -897,9 +911,13 @@ def freeze(value):
     set -> frozenset); scalars are shared, other objects deep-copied. Scalar items are taken
     in the comprehensions themselves (most of a ctx is scalars: one call fewer each)."""
     t = type(value)
-    if t in _SHARED_SCALARS:
-        return value
     scalars = _SHARED_SCALARS
+    if t is dict:  # the common containers first, by exact type
+        return FrozenDict({k: v if type(v) in scalars else freeze(v) for k, v in value.items()})
+    if t is list:
+        return FrozenList([v if type(v) in scalars else freeze(v) for v in value])
+    if t in scalars:
+        return value
     if isinstance(value, dict):
         return FrozenDict({k: v if type(v) in scalars else freeze(v) for k, v in value.items()})
     if isinstance(value, list):

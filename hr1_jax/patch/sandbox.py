@@ -439,6 +439,8 @@ class _Rewriter:
             if real is not None:
                 node.args = [self.visit(node.args[0]), real]
                 return node
+        if isinstance(f, ast.Name) and f.id == "str" and "str" in self.real_types:
+            node.func = ast.Name(id="_g_str", ctx=_LOAD, **_pos(f))  # what the stand-in would call
         direct = (isinstance(f, ast.Attribute) and f.attr in guards.SIZE_GUARDED_ATTRS
                   and not _is_type_name(f.value))
         if direct and f.attr == "replace" and _is_safe_replace(node):
@@ -489,6 +491,7 @@ _GUARD_GLOBALS = {
     "_g_mod": guards.g_mod, "_g_imod": guards.g_imod, "_g_attr": guards.g_attr, "_g_call": guards.g_call,
     "_g_fv": guards.g_fv, "_g_fstr": guards.g_fstr, "_g_star": guards.g_star,
     "_g_tick": guards.g_tick, "_g_iter": guards.g_iter, "_g_enter": guards.g_enter, "_g_exit": guards.g_exit,
+    "_g_str": guards.g_str,
     "_g_t_str": str, "_g_t_int": int, "_g_t_list": list, "_g_t_tuple": tuple, "_g_t_set": set, "_g_t_dict": dict,
 }
 

@@ -81,3 +81,9 @@ def test_match_statement_bodies_are_counted():
                 "    case _:\n        return {'message': 'other'}")
     assert _run(code, line_budget=3, ctx={"a": 1}).result == {"message": "one"}  # match + 2 in the case
     assert _run(code, line_budget=2, ctx={"a": 1}).status == "timeout"
+
+
+def test_str_calls_keep_the_size_check():
+    assert _run(_src("return {'message': str(12) + str('ab') + str(None)}")).result == {"message": "12abNone"}
+    big = _run(_src("x = [0] * 300000\nreturn {'message': str(x)[:5]}"), line_budget=10**6)
+    assert big.status == "memory" and "str()" in big.error, big
