@@ -258,6 +258,7 @@ def format_table(methods: dict, comparisons: dict, methods_sampled: dict | None 
             key = f"{m}_vs_no_patch"
             scell = _ci(comparisons_sampled[key]) if key in (comparisons_sampled or {}) else \
                 (f"{0:+.3f}" if m == "no_patch" else "-")
-            line += f" {scell:>28s} {(s['valid_rate'] if s and m != 'no_patch' else float('nan')):>6.2f}"
+            valid = f"{s['valid_rate']:.2f}" if s and m != "no_patch" else "-"
+            line += f" {scell:>28s} {valid:>6s}"
         lines.append(line)
     return "\n".join(lines)
