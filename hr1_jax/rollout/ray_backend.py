@@ -107,6 +107,16 @@ class RayWorkerPool(WorkerPool):
         self.stats["workers_started"] += 1
         return _Actor(actor, actor.pid.remote())
 
+    def worker_pids(self) -> list[int]:
+        with self._lock:   # a pid is fetched from its actor: never while holding the dispatcher's lock
+            actors = list(self._workers)
+        return [w.pid for w in actors]
+
+    def busy_worker_pids(self) -> list[int]:
+        with self._lock:
+            actors = [w for w in self._workers if w.job is not None]
+        return [w.pid for w in actors]
+
     def _kill(self, w: _Actor) -> None:
         try:
             _ray().kill(w.actor, no_restart=True)

@@ -384,31 +384,35 @@ def _scored_on_process_zero(score) -> list[RewardResult]:
 
 def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
                 max_parallel: int | None) -> list[RewardResult]:
+    metas = [_meta(row, ctx) for row in rows]   # a row that is not what it claims fails before any rerun
     results: list[RewardResult | None] = [None] * len(rows)
-    unique: dict[str, tuple[dict, dict]] = {}
+    futures: dict[str, concurrent.futures.Future] = {}
     slots: dict[str, list[int]] = {}
     prepared: dict = {}   # a GRPO group repeats texts: parse, compile and hash each distinct one once
-    for i, (row, text) in enumerate(zip(rows, responses)):
-        meta = _meta(row, ctx)
-        memo = (text, id(row.get("metadata")))
-        if memo not in prepared:
-            prepared[memo] = _keyed_patch(text, meta, ctx)
-        elif prepared[memo][2] is not None:
-            ctx.count("invalid", 1)
-        patch, key, rejected = prepared[memo]
-        if rejected is not None:
-            results[i] = rejected
-            continue
-        unique.setdefault(key, (patch, meta))
-        slots.setdefault(key, []).append(i)
-    ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
-    if not unique:
-        return results
-    workers = max(1, min(len(unique), max_parallel or 4 * ctx.pool.num_workers))
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="hr1-reward") as ex:
-        futures = {key: ex.submit(_score_keyed, patch, meta, key, ctx) for key, (patch, meta) in unique.items()}
+    ex = None
+    try:
+        for i, (row, text, meta) in enumerate(zip(rows, responses, metas)):
+            memo = (text, id(row.get("metadata")))
+            if memo not in prepared:
+                prepared[memo] = _keyed_patch(text, meta, ctx)
+            elif prepared[memo][2] is not None:
+                ctx.count("invalid", 1)
+            patch, key, rejected = prepared[memo]
+            if rejected is not None:
+                results[i] = rejected
+                continue
+            if key not in futures:  # rerun it now: validating the rest overlaps with the workers
+                if ex is None:
+                    ex = concurrent.futures.ThreadPoolExecutor(max(1, max_parallel or 4 * ctx.pool.num_workers),
+                                                               thread_name_prefix="hr1-reward")
+                futures[key] = ex.submit(_score_keyed, patch, meta, key, ctx)
+            slots.setdefault(key, []).append(i)
+        ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
         for key, fut in futures.items():
             first = fut.result()
             for n, i in enumerate(slots[key]):
                 results[i] = first if n == 0 else dataclasses.replace(first, cache_hit=first.eval_status == OK)
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True)
     return results
