@@ -104,18 +104,19 @@ class EndpointEngineer:
 
 
 STAGE_LABELS = {"sft": "SFT engineer", "grpo": "GRPO engineer"}
+PARAMS_FOLDERS = ("final_params", "best_params")   # a stage's handoff params, GRPO's best validation step
 
 
 def checkpoint_name(checkpoint: str) -> str:
     """A method name from the run: `runs/demo/grpo[/final_params]` -> "GRPO engineer (demo)",
-    `runs/demo/grpo/seed1` -> "GRPO engineer seed1 (demo)"."""
-    from hr1_jax.train.engine import PARAMS_DIR
+    `runs/demo/grpo/seed1` -> "GRPO engineer seed1 (demo)", `.../seed1/best_params` -> "GRPO engineer
+    seed1 best (demo)"."""
     path = os.path.normpath(os.path.abspath(checkpoint))
-    if os.path.basename(path) == PARAMS_DIR:
+    variant = " best" if os.path.basename(path) == "best_params" else ""   # GRPO's validation-chosen step
+    if os.path.basename(path) in PARAMS_FOLDERS:
         path = os.path.dirname(path)
-    variant = ""
     if re.fullmatch(r"seed\d+", os.path.basename(path)):   # one of several runs of a stage
-        variant, path = " " + os.path.basename(path), os.path.dirname(path)
+        variant, path = f" {os.path.basename(path)}{variant}", os.path.dirname(path)
     stage, run = os.path.basename(path), os.path.basename(os.path.dirname(path))
     label = STAGE_LABELS.get(stage, f"Engineer {stage}") + variant
     return f"{label} ({run})" if run else label

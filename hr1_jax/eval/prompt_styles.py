@@ -45,9 +45,10 @@ def restyle(row: dict, style: str) -> dict:
 def _run_rows_style(checkpoint: str) -> str:
     """The prompt_version of the rows beside a checkpoint written before checkpoints carried their
     style: `rows/*.jsonl` in its stage folder or up to two folders above (`RUN/rows` of the demo,
-    `RUN/grpo/seed<N>`); "" if there are none or they differ."""
+    from `RUN/grpo/seed<N>/{final,best}_params`); "" if there are none or they differ."""
+    from hr1_jax.eval.engineers import PARAMS_FOLDERS
     folder = os.path.normpath(os.path.abspath(checkpoint))
-    if os.path.basename(folder) == PARAMS_DIR:
+    if os.path.basename(folder) in PARAMS_FOLDERS:
         folder = os.path.dirname(folder)
     for _ in range(3):
         found = set()

@@ -237,6 +237,8 @@ def test_compact_restyle_and_the_style_a_checkpoint_carries(tmp_path):
     assert checkpoint_prompt_style(str(tmp_path / "run" / "grpo")) == COMPACT
     (tmp_path / "run" / "grpo" / "seed1" / "final_params").mkdir(parents=True)   # several GRPO seeds
     assert checkpoint_prompt_style(str(tmp_path / "run" / "grpo" / "seed1")) == COMPACT
+    (tmp_path / "run" / "grpo" / "seed1" / "best_params").mkdir()
+    assert checkpoint_prompt_style(str(tmp_path / "run" / "grpo" / "seed1" / "best_params")) == COMPACT
     (params / PROMPT_STYLE_FILE).write_text(json.dumps({"prompt_version": "hr1-prompt-v1"}))
     assert checkpoint_prompt_style(str(params)) == "hr1-prompt-v1"
     assert checkpoint_prompt_style(str(params), COMPACT) == COMPACT
@@ -249,6 +251,7 @@ def test_checkpoint_method_names_come_from_the_run():
     from hr1_jax.eval.engineers import checkpoint_name
     assert checkpoint_name("/runs/demo/grpo/final_params") == "GRPO engineer (demo)"
     assert checkpoint_name("/runs/demo/grpo/seed1") == "GRPO engineer seed1 (demo)"
+    assert checkpoint_name("/runs/demo/grpo/seed1/best_params") == "GRPO engineer seed1 best (demo)"
     assert checkpoint_name("/runs/demo/sft/") == "SFT engineer (demo)"
     assert checkpoint_name("/models/my_hf") == "Engineer my_hf (models)"
 
