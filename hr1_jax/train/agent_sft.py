@@ -80,11 +80,13 @@ def conversation_example(row: dict, tokenizer, enable_thinking: bool = False) ->
 def _train_tokenizer(rows: list[dict], workdir: str, vocab: int, enable_thinking: bool) -> str:
     """A SentencePiece on the rendered rows; each distinct system-prompt / tool-schema line is one piece
     (a demo concession like train/compact.py: a tiny model reads the fixed scaffolding as a few tokens)."""
+    prefix = os.path.join(workdir, "tokenizer", "target_spm")
+    if os.path.isfile(prefix + ".model"):   # a resumed run keeps the tokenizer its checkpoints were trained with
+        return prefix + ".model"
     texts = [format_chat(r["messages"], False, enable_thinking, r.get("tools") or None) for r in rows]
     fixed = {line for t in texts for line in t.split(IM_END, 1)[0].split("\n")
              if len(line) > 3 and line not in SPECIAL_TOKENS}
     symbols = sorted(fixed, key=len, reverse=True)[:400] + _call_openings(rows)
-    prefix = os.path.join(workdir, "tokenizer", "target_spm")
     train_sentencepiece(texts, prefix, vocab, extra_symbols=[s.replace(" ", "\u2581") for s in symbols])
     return prefix + ".model"
 
