@@ -136,11 +136,14 @@ class CheckpointEngineer:
         self.max_new_tokens = max_new_tokens
         self.seed = int(config.seed)
 
-    def propose(self, rows: list[dict]) -> list[Proposal]:
+    def prompt_rows(self, rows: list[dict]) -> list[dict]:
+        """The rows as this engineer is asked: in the prompt style it was trained with."""
         from hr1_jax.eval.prompt_styles import restyle
+        return [restyle(r, self.prompt_style) for r in rows]
+
+    def propose(self, rows: list[dict]) -> list[Proposal]:
         from hr1_jax.train.evaluate import engineer_responses
-        rows = [restyle(r, self.prompt_style) for r in rows]   # asked in the style it was trained with
-        texts = engineer_responses(self.engineer.sampler, self.engineer.tokenizer, rows,
+        texts = engineer_responses(self.engineer.sampler, self.engineer.tokenizer, self.prompt_rows(rows),
                                    max_new_tokens=self.max_new_tokens, seed=self.seed)
         tok = self.engineer.tokenizer
         return [Proposal(t, engineer_tokens=len(tok.encode(t))) for t in texts]

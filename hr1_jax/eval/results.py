@@ -6,7 +6,8 @@ import json
 
 from hr1_jax.utils.jsonsafe import json_safe
 
-BENCHMARK_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop (substitute)", "dbbench": "DBBench"}
+# WebShop carries the footnote mark whose note names its data (the substitute or the real files)
+BENCHMARK_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop‡", "dbbench": "DBBench"}
 
 
 @dataclasses.dataclass

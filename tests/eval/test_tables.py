@@ -330,3 +330,37 @@ def test_cross_target_run_writes_one_report_per_target_and_the_summary(tmp_path,
     weak = json.loads((tmp_path / "targets" / "scripted_weak" / "report.json").read_text())["main_table"]
     expected = weak[1]["average"] - weak[0]["average"]
     assert float(next(r for r in rows if r["target"] == "scripted_weak")[weak[1]["method"]]) == pytest.approx(expected, abs=0.01)
+
+
+def test_checkpoint_engineer_asks_in_the_carried_style(tmp_path):
+    """A checkpoint that carries the compact style gets compact prompts (the demo's engineers);
+    one that carries none gets the reference prompt."""
+    import json as _json
+
+    from flax import nnx
+
+    from hr1_jax.eval.engineers import CheckpointEngineer
+    from hr1_jax.eval.prompt_styles import COMPACT
+    from hr1_jax.models import build_model
+    from hr1_jax.models.tokenizer import load_tokenizer
+    from hr1_jax.train.compact import SYSTEM
+    from hr1_jax.train.engine import PROMPT_STYLE_FILE, model_config_for, save_params
+    from hr1_jax.train.state import split_model
+
+    c = get_config()
+    c.model.vocab_size, c.model.hidden_size, c.model.intermediate_size = 256, 32, 64
+    c.model.num_layers, c.model.num_heads, c.model.num_kv_heads, c.model.head_dim = 1, 2, 1, 16
+    tok = load_tokenizer()
+    cfg = model_config_for(c, tok)
+    _, params, _ = split_model(build_model(cfg, nnx.Rngs(0)))
+    folder = tmp_path / "demo" / "grpo" / "final_params"
+    save_params(params, cfg, str(folder), tok)
+    row = _rl_row()
+    plain = CheckpointEngineer(c, str(folder), max_new_tokens=4)
+    assert plain.prompt_style == "hr1-prompt-v1" and plain.prompt_rows([row])[0] is row
+    (folder / PROMPT_STYLE_FILE).write_text(_json.dumps({"prompt_version": COMPACT}))
+    eng = CheckpointEngineer(c, str(folder), max_new_tokens=4)
+    assert eng.name == "GRPO engineer (demo)" and eng.prompt_style == COMPACT
+    asked = eng.prompt_rows([row])[0]
+    assert asked["prompt"][0]["content"] == SYSTEM and "Failure signals:" in asked["prompt"][1]["content"]
+    assert len(eng.propose([row])) == 1                                   # decodes from the compact prompt
