@@ -912,9 +912,13 @@ def freeze(value):
     in the comprehensions themselves (most of a ctx is scalars: one call fewer each)."""
     t = type(value)
     scalars = _SHARED_SCALARS
-    if t is dict:  # the common containers first, by exact type
+    if t is dict:  # the common containers first, by exact type; all-scalar ones copied in C
+        if scalars.issuperset(map(type, value.values())):
+            return FrozenDict(value)
         return FrozenDict({k: v if type(v) in scalars else freeze(v) for k, v in value.items()})
     if t is list:
+        if scalars.issuperset(map(type, value)):
+            return FrozenList(value)
         return FrozenList([v if type(v) in scalars else freeze(v) for v in value])
     if t in scalars:
         return value
