@@ -8,13 +8,16 @@ The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 resp
 responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
 same group again ("warm", all cache hits), and of scoring every valid response separately with no
 sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately.
-`speedup` is the cold group's 1-worker median over this row's; `ceiling` is what the machine allows
-in the same run: a pure-CPU control (the same Python work split over as many spawned processes, vs
-one) measured right after the row, so a loaded box shows up as a low ceiling, not as a slow pool.
+Every worker count's pool is started first and the repeats interleave them. `speedup` is the
+median over repeats of the first worker count's cold time over this row's in the same repeat;
+`ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
+many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
+ceiling, not as a slow pool.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import multiprocessing
@@ -28,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hr1_jax.config import base_config, validate_config  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
-from hr1_jax.rollout.pool import WorkerPool  # noqa: E402
+from hr1_jax.rollout.pool import JobSpec, WorkerPool  # noqa: E402
 from hr1_jax.rollout.reward import RewardContext, score_group, score_response  # noqa: E402
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
@@ -78,22 +81,47 @@ def _burn(n: int) -> int:
     return total
 
 
-def cpu_ceiling(workers: int, repeats: int, n: int = 1_500_000) -> float:
-    """Median speedup of `workers` spawned processes over one on the same pure-Python work."""
-    ctx = multiprocessing.get_context("spawn")
-    jobs = [n] * (2 * workers)
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as one, \
-            concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as many:
-        list(one.map(_burn, [1])), list(many.map(_burn, [1] * workers))   # start the processes
-        ratios = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            list(one.map(_burn, jobs))
-            serial = time.perf_counter() - t
-            t = time.perf_counter()
-            list(many.map(_burn, jobs))
-            ratios.append(serial / (time.perf_counter() - t))
-    return statistics.median(ratios)
+class CpuCeiling:
+    """What `workers` processes can reach on this box right now: the same pure-Python work on
+    `workers` spawned processes vs on one, sampled beside each repeat of the groups."""
+
+    def __init__(self, worker_counts: list[int], n: int = 1_500_000):
+        ctx = multiprocessing.get_context("spawn")
+        self.n = n
+        self.pools = {w: concurrent.futures.ProcessPoolExecutor(w, mp_context=ctx) for w in {1, *worker_counts}}
+        for w, ex in self.pools.items():
+            list(ex.map(_burn, [1] * w))   # start the processes
+
+    def sample(self, workers: int) -> float:
+        jobs = [self.n] * (2 * workers)
+        t = time.perf_counter()
+        list(self.pools[1].map(_burn, jobs))
+        serial = time.perf_counter() - t
+        t = time.perf_counter()
+        list(self.pools[workers].map(_burn, jobs))
+        return serial / (time.perf_counter() - t)
+
+    def close(self) -> None:
+        for ex in self.pools.values():
+            ex.shutdown()
+
+
+def _cold_group(pool, c, rows, texts, folder):
+    ctx = RewardContext(c, pool=pool, cache_dir=folder)
+    t = time.perf_counter()
+    results = score_group(rows, texts, ctx)
+    cold = time.perf_counter() - t
+    t = time.perf_counter()
+    score_group(rows, texts, ctx)
+    return cold, time.perf_counter() - t, ctx.counters["evaluations"], [r.score for r in results if r.score is not None]
+
+
+def _no_dedupe(pool, c, row, texts, folder, n):
+    t = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(4 * n) as ex:
+        list(ex.map(lambda i: score_response(row, texts[i], RewardContext(
+            c, pool=pool, cache_dir=os.path.join(folder, f"own{i}"))), range(28)))
+    return time.perf_counter() - t
 
 
 def main(argv=None) -> int:
@@ -113,45 +141,45 @@ def main(argv=None) -> int:
     row = {"prompt": [], "label": "", "metadata": baseline_metadata(c.benchmark, c.split, 0, episodes,
                                                                     target_name=c.target.name)}
     rows = [row] * len(texts)
+    counts = [int(x) for x in args.workers.split(",")]
     print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
           f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    pools, startup = {}, {}
+    for n in counts:
+        t0 = time.perf_counter()
+        pools[n] = WorkerPool(c, num_workers=n)
+        pools[n].run(JobSpec(c.benchmark, c.split, [0], None, c.target.to_dict(), 0))  # warm every import path
+        startup[n] = time.perf_counter() - t0
+    ceiling = CpuCeiling(counts)
+    rec = {n: collections.defaultdict(list) for n in counts}
+    try:
+        for _ in range(args.repeats):   # interleaved: a load change hits every worker count alike
+            for n in counts:
+                with tempfile.TemporaryDirectory() as d:
+                    cold, warm, evals, scores = _cold_group(pools[n], c, rows, texts, os.path.join(d, "shared"))
+                    rec[n]["cold"].append(cold)
+                    rec[n]["warm"].append(warm)
+                    rec[n]["evals"], rec[n]["scores"] = evals, scores
+                    rec[n]["nodedupe"].append(_no_dedupe(pools[n], c, row, texts, d, n))
+                rec[n]["ceiling"].append(ceiling.sample(n) if n > 1 else 1.0)
+    finally:
+        ceiling.close()
+        for pool in pools.values():
+            pool.close()
+    med = statistics.median
+    base = rec[counts[0]]["cold"]
+    print(f"speedup: median over repeats of the {counts[0]}-worker cold group's time over this row's in the same "
+          f"repeat; ceiling: the pure-CPU control's, sampled in the same repeats")
     print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'speedup':>7} {'ceiling':>7} {'warm_s':>7} "
           f"{'no_dedupe_s':>11} {'evals':>5} {'dedupe_saving':>13} {'mean_score':>10}")
-    cold1 = None
-    for n in [int(x) for x in args.workers.split(",")]:
-        t0 = time.perf_counter()
-        pool = WorkerPool(c, num_workers=n)
-        pool.run(__import__("hr1_jax.rollout.pool", fromlist=["JobSpec"]).JobSpec(
-            c.benchmark, c.split, [0], None, c.target.to_dict(), 0))  # warm every import path once
-        startup = time.perf_counter() - t0
-        cold, warm, nodedupe, evals, scores = [], [], [], 0, []
-        try:
-            for _ in range(args.repeats):
-                with tempfile.TemporaryDirectory() as d:
-                    ctx = RewardContext(c, pool=pool, cache_dir=os.path.join(d, "shared"))
-                    t = time.perf_counter()
-                    results = score_group(rows, texts, ctx)
-                    cold.append(time.perf_counter() - t)
-                    evals = ctx.counters["evaluations"]
-                    scores = [r.score for r in results if r.score is not None]
-                    t = time.perf_counter()
-                    score_group(rows, texts, ctx)
-                    warm.append(time.perf_counter() - t)
-                    t = time.perf_counter()
-                    with concurrent.futures.ThreadPoolExecutor(4 * n) as ex:
-                        list(ex.map(lambda i: score_response(row, texts[i], RewardContext(
-                            c, pool=pool, cache_dir=os.path.join(d, f"own{i}"))), range(28)))
-                    nodedupe.append(time.perf_counter() - t)
-        finally:
-            pool.close()
-        med = statistics.median
-        cold1 = cold1 or med(cold)
-        ceiling = cpu_ceiling(n, args.repeats) if n > 1 else 1.0
-        print(f"{n:>7} {startup:>9.2f} {med(cold):>7.3f} {cold1 / med(cold):>6.2f}x {ceiling:>6.2f}x "
-              f"{med(warm):>7.3f} {med(nodedupe):>11.2f} {evals:>5} {1 - med(cold) / med(nodedupe):>12.0%} "
-              f"{statistics.fmean(scores):>10.3f}")
+    for n in counts:
+        r = rec[n]
+        speedup = med([b / x for b, x in zip(base, r["cold"])])
+        print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
+              f"{med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
+              f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

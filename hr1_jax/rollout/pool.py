@@ -215,6 +215,7 @@ class _Worker:
     job: _Job | None = None
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
+    queued: _Job | None = None   # sent behind `job`: the worker starts it without a round trip
 
     @property
     def pid(self) -> int | None:
@@ -225,8 +226,10 @@ class WorkerPool:
     """`with WorkerPool(config) as pool: handle = pool.submit(JobSpec(...)); handle.collect()`.
 
     Thread-safe: several callers (e.g. reward evaluations of a GRPO group) may submit concurrently;
-    a background dispatcher thread owns the workers.
+    a background dispatcher thread owns the workers. Each worker holds its job plus one queued
+    behind it, so it never idles waiting for the dispatcher between short jobs.
     """
+    queue_behind = True
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
                  max_retries: int | None = None):
@@ -333,15 +336,19 @@ class WorkerPool:
             pass
 
     def _replace(self, w: _Worker, reason: str) -> None:
-        job = w.job
+        job, queued = w.job, w.queued
         self._kill(w)
         idx = self._workers.index(w)
-        if self._closed:  # shutting down: no new processes; the job fails instead of retrying
-            w.job = None
-            if job is not None:
-                job.attempts = self.max_retries
-                self._retry_or_fail(job, job.remaining + w.retry_tasks, f"pool closed; {reason}")
+        w.job = w.queued = None
+        if self._closed:  # shutting down: no new processes; the jobs fail instead of retrying
+            for j, tasks in ((job, job.remaining + w.retry_tasks if job else []),
+                             (queued, queued.remaining if queued else [])):
+                if j is not None:
+                    j.attempts = self.max_retries
+                    self._retry_or_fail(j, tasks, f"pool closed; {reason}")
             return
+        if queued is not None:  # it never started: back to the front of the queue, not blamed
+            self._pending.appendleft(queued)
         self._workers[idx] = self._start_worker()
         self.stats["workers_replaced"] += 1
         log_event("rollout", "worker_replaced", pid=w.pid, reason=reason,
@@ -387,6 +394,19 @@ class WorkerPool:
         w.deadline = time.monotonic() + self.job_timeout_s
         w.conn.send(self._job_message(job))
 
+    def _send_queued(self, w: _Worker, job: _Job) -> None:
+        w.queued = job
+        w.conn.send(self._job_message(job))
+
+    def _finish(self, w: _Worker) -> list[int]:
+        """The in-flight job ended: the queued one (already with the worker) is in flight now.
+        Returns the ended job's infra-error tasks."""
+        retry = w.retry_tasks
+        w.job, w.queued, w.retry_tasks = w.queued, None, []
+        if w.job is not None:
+            w.deadline = time.monotonic() + self.job_timeout_s
+        return retry
+
     def _on_message(self, w: _Worker, msg) -> None:
         kind, job_id, payload = msg
         job = w.job
@@ -403,14 +423,14 @@ class WorkerPool:
             else:
                 job.handle._queue.put(payload)
             return
-        w.job = None
+        retry = self._finish(w)
         if kind == "done":
-            self._retry_or_fail(job, w.retry_tasks, f"episode infra error: {job.last_error[:300]}")
+            self._retry_or_fail(job, retry, f"episode infra error: {job.last_error[:300]}")
         elif kind == "error":
-            self._retry_or_fail(job, job.remaining + w.retry_tasks, payload[:500])
+            self._retry_or_fail(job, job.remaining + retry, payload[:500])
         else:  # fatal: retrying cannot help
             job.attempts = self.max_retries
-            self._retry_or_fail(job, job.remaining + w.retry_tasks, payload[:500])
+            self._retry_or_fail(job, job.remaining + retry, payload[:500])
 
     def _dispatch_loop(self) -> None:
         try:
@@ -420,7 +440,7 @@ class WorkerPool:
             log_event("rollout", "dispatcher_crashed", error=repr(e))
             with self._lock:
                 self._closed = True
-                jobs = list(self._pending) + [w.job for w in self._workers if w.job is not None]
+                jobs = list(self._pending) + [j for w in self._workers for j in (w.job, w.queued) if j is not None]
                 self._pending.clear()
                 for job in jobs:
                     job.attempts = self.max_retries
@@ -430,14 +450,17 @@ class WorkerPool:
         """Give pending jobs to idle workers (lock held); False once closed and drained."""
         if self._closed and not self._pending and all(w.job is None for w in self._workers):
             return False
-        for w in self._workers:
-            if w.job is None and self._pending:
+        for w in list(self._workers):
+            for slot in ("job", "queued") if self.queue_behind else ("job",):
+                if getattr(w, slot) is not None or not self._pending or (slot == "queued" and w.job is None):
+                    continue
                 job = self._pending.popleft()
                 try:
-                    self._send(w, job)
+                    (self._send if slot == "job" else self._send_queued)(w, job)
                 except send_errors:
-                    w.job = job
+                    setattr(w, slot, job)
                     self._replace(w, "worker unreachable")
+                    break
         return True
 
     def _expire_overdue(self) -> None:

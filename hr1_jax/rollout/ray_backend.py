@@ -61,6 +61,7 @@ class _Actor:
     job: _Job | None = None
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
+    queued: _Job | None = None  # never used: one call in flight per actor (queue_behind False)
     ref: object = None          # the task call in flight
     job_ref: object = None      # the job message, put in the object store once per job
     _pid: int | None = None
@@ -79,6 +80,7 @@ class RayWorkerPool(WorkerPool):
     """`WorkerPool` on Ray actors. `config.rollout.ray_address`: "" starts a private local Ray
     instance (shut down on close), "auto" or "ray://head:10001" joins a running cluster;
     `rollout.ray_resource` names a custom resource each actor needs (to keep them on rollout nodes)."""
+    queue_behind = False   # one task call in flight per actor: the next is sent on its reply
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
                  max_retries: int | None = None, address: str | None = None):

@@ -89,3 +89,17 @@ def test_a_crash_blames_only_the_task_in_flight_not_the_tasks_after_it(tmp_path,
         assert pool.stats["workers_replaced"] == 1 and pool.stats["jobs_failed"] == 1
     assert results[0]["status"] == "infra_error" and "worker died" in results[0]["error"]
     assert [r["status"] for r in results[1:]] == ["completed"] * 5   # never started: not blamed
+
+
+def test_the_job_queued_behind_a_killed_workers_job_is_requeued_unblamed(monkeypatch):
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=1) as pool:
+        first, second = pool.submit(spec([0, 1, 2])), pool.submit(spec([3, 4]))
+        it = first.results(timeout_s=60)
+        got = [next(it)]
+        assert pool._workers[0].queued is not None   # the second job already sits with the worker
+        os.kill(pool.busy_worker_pids()[0], signal.SIGKILL)
+        got += list(it) + second.collect(timeout_s=60)
+        assert sorted(r["task_id"] for r in got) == [0, 1, 2, 3, 4]
+        assert all(r["status"] == "completed" for r in got)
+        assert (first.retries, second.retries, pool.stats["job_retries"]) == (1, 0, 1)
