@@ -21,7 +21,9 @@ from hr1_jax.train.teacher.template import TemplateTeacher
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HR1 = [sys.executable, "-m", "hr1_jax.cli"]
-COMMON = ["--config=agent_sft_demo", "--config.dbbench.backend=sqlite", "--config.dbbench.max_rounds=4"]
+# few rounds, short replies, one worker and one prompt width: few decode programs to compile
+COMMON = ["--config=agent_sft_demo", "--config.dbbench.backend=sqlite", "--config.dbbench.max_rounds=3",
+          "--config.rollout.num_workers=1"]
 
 
 def _env():
@@ -42,8 +44,8 @@ def served_target(tmp_path_factory):
     _hr1("baseline", f"--workdir={work}", *COMMON, "--config.split=dev", "--config.tasks=0:20")
     _hr1("agent-sft", f"--workdir={work}", *COMMON, "--config.train.sft.epochs=1",
          "--config.train.sft.buckets=(1536,)", "--config.train.agent_sft.train_tokenizer_vocab=512")
-    proc = subprocess.Popen(HR1 + ["serve", f"--checkpoint={work}/final_params", "--port=0", "--max_batch=4",
-                                   "--default_max_tokens=48"],
+    proc = subprocess.Popen(HR1 + ["serve", f"--checkpoint={work}/final_params", "--port=0", "--max_batch=2",
+                                   "--min_prompt_bucket=1024"],
                             cwd=REPO, env=_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     lines: list[str] = []
     ready = threading.Event()
@@ -73,7 +75,7 @@ def test_served_agent_sft_target_runs_baselines_and_a_teacher_patch_is_rewarded(
         model = json.loads(resp.read())["data"][0]["id"]
     target = [*COMMON, "--config.target.kind=openai", f"--config.target.base_url={url}",
               f"--config.target.model={model}", "--config.target.name=agent-sft-demo",
-              "--config.target.max_tokens=48", "--config.target.timeout_s=300"]
+              "--config.target.max_tokens=32", "--config.target.timeout_s=300"]
     _hr1("baseline", f"--workdir={tmp_path}", *target, "--config.split=test", "--config.tasks=0:3")
     batch = tmp_path / "baseline" / "dbbench" / "batch_000"
     summary = json.loads((batch / "summary.json").read_text())
