@@ -26,7 +26,7 @@ from envs.alfworld import unpack  # noqa: E402
 from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
-from hr1_jax.agents.scripted.alfworld import ScriptedAgent  # noqa: E402
+from envs.alfworld.scripted import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
 PATCH_DIR = REPO / "hr1_jax" / "patch" / "reference_patches" / "examples" / "heldout_generalization"

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from envs.dbbench import config as dbconfig  # noqa: E402
 from envs.dbbench import server  # noqa: E402
 from envs.dbbench.env import DBBenchEnv  # noqa: E402
-from hr1_jax.agents.scripted.dbbench import ScriptedAgent  # noqa: E402
+from envs.dbbench.scripted import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
 REFERENCE = REPO / "hr1_jax" / "patch" / "reference_patches" / "examples" / "heldout_generalization"

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from envs.webshop.env import DISPLAY_NAME, WebShopEnv  # noqa: E402
-from hr1_jax.agents.scripted.webshop import ScriptedAgent  # noqa: E402
+from envs.webshop.scripted import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 
 REF = REPO / "hr1_jax" / "patch" / "reference_patches"

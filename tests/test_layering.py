@@ -79,9 +79,12 @@ def is_cli(module: str) -> bool:
     return module.rsplit(".", 1)[-1] == "cli"
 
 
+CONTRACT = ("envs.base", "envs.plugin")   # the Environment interface and the Benchmark descriptor
+
+
 def is_benchmark_code(module: str) -> bool:
-    """A benchmark's own folder (or the registry, the list of them)."""
-    return _under(module, "envs") and module not in ("envs", "envs.base")
+    """A benchmark's own folder, the helpers they share, or the registry (the list of them)."""
+    return _under(module, "envs") and module != "envs" and module not in CONTRACT
 
 
 LEARNER = ("hr1_jax.train", "hr1_jax.models", "hr1_jax.parallel")
@@ -95,8 +98,8 @@ class Rule:
 
 
 RULES = (
-    Rule("the contract (envs/base.py) and the error types are leaves",
-         lambda m: m in ("envs.base", "hr1_jax.errors", "hr1_jax.utils.config_errors"), lambda m, t: True),
+    Rule("the contract (envs/base.py, envs/plugin.py) and the error types are leaves",
+         lambda m: m in (*CONTRACT, "hr1_jax.errors", "hr1_jax.utils.config_errors"), lambda m, t: True),
     Rule("the runtime knows no benchmark and no learner",
          lambda m: _under(m, "hr1_jax.runtime"),
          lambda m, t: is_benchmark_code(t) or _under(t, "hr1_jax.agents.scripted", *LEARNER)),
@@ -150,14 +153,6 @@ KNOWN_VIOLATIONS = {
         "response_logprobs moves to a step module both learners share (item 2)",
     ("hr1_jax.train.evaluate", "hr1_jax.train.grpo"):
         "prompt_ids belongs with the rows/prompts, not in the GRPO loop (item 3)",
-    ("hr1_jax.agents.scripted.alfworld", "envs.alfworld.world"):
-        "the scripted targets move into their benchmark folders (item 1, the plug-in)",
-    ("hr1_jax.agents.scripted.dbbench", "envs.dbbench.env"):
-        "the scripted targets move into their benchmark folders (item 1)",
-    ("hr1_jax.agents.scripted.webshop", "envs.webshop.env"):
-        "the scripted targets move into their benchmark folders (item 1)",
-    ("hr1_jax.eval.evaluate", "envs.alfworld.tasks"):
-        "ALFWorld's task families (family_of_path) reach eval through the benchmark interface (item 1)",
     ("hr1_jax.train.demo", "envs.dbbench.server"):
         "the demo starts the DBBench server itself; a benchmark's services go behind its interface (item 1)",
     ("hr1_jax.train.teacher.signals", "envs.alfworld.tasks"):

@@ -50,7 +50,7 @@ import re
 
 from envs.alfworld.world import Tracker, type_of
 from envs.base import Task
-from hr1_jax.agents.scripted import REFERENCE_SKILL, behaviour, setting
+from envs.scripted import REFERENCE_SKILL, behaviour, setting
 
 TOOL = "take_action"
 SUFFIX = " AVAILABLE ACTIONS: "

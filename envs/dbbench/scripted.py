@@ -46,7 +46,7 @@ import random
 import re
 
 from envs.base import Task
-from hr1_jax.agents.scripted import behaviour, setting
+from envs.scripted import behaviour, setting
 
 DEFAULT_RATES = {
     "sloppy_quoted": 0.55, "sloppy_plain": 0.35, "premature_commit": 0.10, "empty_commit": 0.10,

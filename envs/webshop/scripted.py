@@ -47,7 +47,7 @@ import random
 import re
 
 from envs.base import Task
-from hr1_jax.agents.scripted import behaviour
+from envs.scripted import behaviour
 
 DEFAULT_RATES = {
     "whole_instruction": 0.25, "vague_search": 0.20, "careless_pick": 0.50, "over_budget": 0.15,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from envs.registry import benchmark, names
 from hr1_jax.eval.config import parse_ints
 from hr1_jax.utils.logging import log_event
 
@@ -82,7 +83,7 @@ def run_eval(config, workdir: str) -> "EvalResult":
         notes=[f"target: {config.target.kind} {config.target.name}; splits "
                f"{ {b: e.split[b] for b in benches} }, tasks {tasks}, target seeds {seeds}",
                "invalid patch = no patch (delta 0, counted); infrastructure failures are reported separately",
-               "ALFWorld test split: 432 of the 500 Harness-R1 test games are available"],
+               *(note for b in names() for note in benchmark(b).eval_notes)],
         methods=[])
     with RewardContext(config, cache_dir=config.rollout.cache_dir or os.path.join(workdir, "reward_cache")) as ctx:
         for eng in engineers:

@@ -1,7 +1,8 @@
 """Config section `eval`: fixed-batch run-patch-rerun evaluation, baselines, held-out transfer, reports."""
 import ml_collections
 
-from hr1_jax.config import BENCHMARKS, ConfigError, parse_tasks, require
+from envs.registry import benchmark, names
+from hr1_jax.config import ConfigError, parse_tasks, require
 from hr1_jax.eval.tasks import ALL, TaskSpecs
 
 
@@ -15,9 +16,9 @@ def defaults() -> ml_collections.ConfigDict:
     c.max_new_tokens = 12288
     c.compare_teacher = True           # add the template teacher as a method
     c.fixed_editors = "reference:seed20260720"  # comma-separated extra fixed patch sources
-    c.benchmarks = "alfworld,webshop,dbbench"
-    # Test split per benchmark (ALFWorld: the 432 available Harness-R1 test games).
-    c.split = ml_collections.ConfigDict({"alfworld": "harness_r1_test", "webshop": "test", "dbbench": "test"})
+    c.benchmarks = ",".join(names())
+    # Test split per benchmark, its descriptor's test_split (ALFWorld: the 432 available Harness-R1 test games).
+    c.split = ml_collections.ConfigDict({b: benchmark(b).test_split for b in names()})
     # Task ids per benchmark: `default` for all, a benchmark's own key overrides it ("" = default);
     # "all" = the whole split. `--config.eval.tasks=all` sets the default and clears the overrides.
     c.tasks = TaskSpecs.of("0:20")
@@ -53,13 +54,13 @@ def parse_ints(spec: str, key: str) -> list[int]:
 
 
 def validate(c, config) -> None:
-    benches = [b for b in c.benchmarks.split(",") if b]
-    require(bool(benches) and all(b in BENCHMARKS for b in benches), "eval.benchmarks",
-            f"comma-separated subset of {BENCHMARKS}, got {c.benchmarks!r}")
+    benches, known = [b for b in c.benchmarks.split(",") if b], names()
+    require(bool(benches) and all(b in known for b in benches), "eval.benchmarks",
+            f"comma-separated subset of {known}, got {c.benchmarks!r}")
     for b in benches:
         require(bool(c.split.get(b)), f"eval.split.{b}", "a split name is required for every evaluated benchmark")
     for key, spec in c.tasks.items():
-        require(key == "default" or key in BENCHMARKS, f"eval.tasks.{key}", f"not a benchmark of {BENCHMARKS}")
+        require(key == "default" or key in known, f"eval.tasks.{key}", f"not a benchmark of {known}")
         if spec and str(spec).strip() != ALL:
             try:   # ids against the split sizes: at start-up (eval.tasks.resolve_all)
                 parse_tasks(spec)

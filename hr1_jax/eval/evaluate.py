@@ -57,12 +57,10 @@ def load_batches(config, root: str, benchmark: str, seed: int) -> list[Batch]:
 
 
 def task_family(episode: dict) -> str:
-    """The ALFWorld task family of an episode (from its game path); "" for other benchmarks."""
-    game = (episode.get("identity") or {}).get("game", "")
-    if episode.get("benchmark") != "alfworld" or not game:
-        return ""
-    from envs.alfworld.tasks import family_of_path
-    return family_of_path(game)
+    """The task family of an episode, as its benchmark's descriptor reads it ("" = none)."""
+    from envs.registry import benchmark, names
+    name = episode.get("benchmark")
+    return benchmark(name).family_of(episode) if name in names() else ""
 
 
 def _think(text: str) -> str:

@@ -1,6 +1,6 @@
 """Where a report's numbers come from: the code's commit, the config's hash, the date, the target,
-the engineer checkpoint and the data sources (WebShop is the substitute; DBBench names the SQL
-backend its results recorded)."""
+the engineer checkpoint and the data sources (each benchmark's descriptor names its own, from its
+config section and what its results recorded, e.g. the SQL backend)."""
 from __future__ import annotations
 
 import datetime
@@ -10,11 +10,9 @@ import json
 import os
 import subprocess
 
-from hr1_jax.rollout.batches import WEBSHOP_NOTE
+from envs.registry import benchmark as descriptor
 
-WEBSHOP_REAL = "WebShop REAL data"   # webshop.data_dir: the real product and goal files
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA_SOURCES = {"alfworld": "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)"}
 
 
 def git_commit(repo: str = REPO) -> str:
@@ -47,16 +45,23 @@ def stage_config(folder: str) -> tuple[str, dict] | None:
         return os.path.basename(paths[-1]), json.load(f)
 
 
-def dbbench_backends(root: str) -> list[str]:
-    """Every SQL backend recorded in the DBBench results under `root` (`final["backend"]`)."""
+def recorded_values(root: str, benchmark: str, key: str) -> list[str]:
+    """Every value of `final[key]` recorded in the benchmark's results under `root` ("" = none)."""
     found = set()
-    for path in glob.glob(os.path.join(root, "**", "dbbench", "*", "results.jsonl"), recursive=True):
+    if not root:
+        return []
+    for path in glob.glob(os.path.join(root, "**", benchmark, "*", "results.jsonl"), recursive=True):
         with open(path, encoding="utf-8") as f:
             for line in f:
-                backend = (json.loads(line).get("final") or {}).get("backend")
-                if backend:
-                    found.add(str(backend))
+                value = (json.loads(line).get("final") or {}).get(key)
+                if value:
+                    found.add(str(value))
     return sorted(found)
+
+
+def dbbench_backends(root: str) -> list[str]:
+    """The SQL backends the DBBench results under `root` recorded (train/demo.py's summary)."""
+    return recorded_values(root, "dbbench", "backend")
 
 
 def trained_step(checkpoint: str) -> int | None:
@@ -77,23 +82,13 @@ def describe_target(target: dict) -> str:
     return f"{kind} {who}{where}".strip()
 
 
-def data_sources(benchmarks, backends: list[str], config: dict | None = None) -> dict[str, str]:
-    """One line per benchmark naming its data: user task files (DBBench) and the WebShop data mode
-    come from the run's config."""
+def data_sources(benchmarks, config: dict | None = None, results_root: str = "") -> dict[str, str]:
+    """One line per benchmark naming its data, as its descriptor words it from its config section
+    and what its results under `results_root` recorded."""
     config = config or {}
-    out = {}
-    for bench in benchmarks:
-        if bench == "dbbench":
-            files = str((config.get("dbbench") or {}).get("task_files") or "")
-            tasks = f"tasks from {files} (else the shipped AgentBench files)" if files else "the AgentBench tasks"
-            out[bench] = f"DBBench: {tasks} on {' + '.join(backends) or 'an unrecorded SQL backend'}"
-        elif bench == "webshop":
-            data_dir = (config.get("webshop") or {}).get("data_dir") or ""
-            out[bench] = (f"{WEBSHOP_REAL} from {data_dir} (items_shuffle, items_ins_v2, items_human_ins)"
-                          if data_dir else WEBSHOP_NOTE)
-        else:
-            out[bench] = DATA_SOURCES.get(bench, bench)
-    return out
+    return {bench: descriptor(bench).data_source(
+                dict(config.get(bench) or {}), lambda key, b=bench: recorded_values(results_root, b, key))
+            for bench in benchmarks}
 
 
 def collect(workdir: str, benchmarks, *, config: dict | None = None, config_label: str = "") -> dict:
@@ -110,5 +105,5 @@ def collect(workdir: str, benchmarks, *, config: dict | None = None, config_labe
         "target": describe_target(config.get("target") or {}) if config else "unknown",
         "engineer": (f"{engineer} (training step {step})" if step is not None else engineer) if engineer else "",
         "engineer_step": step,
-        "data": data_sources(benchmarks, dbbench_backends(os.path.join(workdir, "baseline")), config),
+        "data": data_sources(benchmarks, config, os.path.join(workdir, "baseline")),
     }

@@ -1,14 +1,14 @@
 """Reports people can read: `report.md` and a self-contained `report.html` (plots inlined as PNG).
 
 Provenance first (commit, config hash, date, target, engineer, data sources). Tables: the main
-table in the reference's format (ALFWorld all, WebShop score/success, DBBench success, average)
-with the number of tasks in every cell, per-benchmark paired deltas with bootstrap intervals
+table in the reference's format (each benchmark's columns as its descriptor's `ReportColumns` lists
+them: task families, mean score, success; then the average) with the number of tasks in every cell, per-benchmark paired deltas with bootstrap intervals
 (not-significant gains marked), rescued/regressed counts, costs; then one readable view per patch:
 its think text, its hooks as highlighted code, how often each hook fired with which effect, and
 the tasks it rescued or broke. The same deltas go to TensorBoard as scalars.
 
-Footnote marks, one meaning each: † an upper reference (it peeks at the outcome), ‡ the WebShop
-substitute environment.
+Footnote marks, one meaning each: † an upper reference (it peeks at the outcome); a benchmark's
+own mark and note come from its descriptor (WebShop's ‡ names its data).
 """
 from __future__ import annotations
 
@@ -23,14 +23,18 @@ from collections import defaultdict
 
 import numpy as np
 
+from envs.registry import benchmark, names
 from hr1_jax.eval import provenance as prov
-from hr1_jax.eval.results import BENCHMARK_LABELS, EvalResult, MethodResult
+from hr1_jax.eval.results import EvalResult, MethodResult
 from hr1_jax.eval.stats import paired_bootstrap_ci, stratified_mean_ci, summarize_pairs
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.tensorboard import TensorBoardWriter
 
-BENCH_ORDER = ("alfworld", "webshop", "dbbench")
-UPPER_MARK, SUBSTITUTE_MARK = "†", "‡"
+UPPER_MARK = "†"
+
+
+def _columns(bench: str):
+    return benchmark(bench).report
 
 
 # ----------------------------------------------------------------------------------------------
@@ -47,34 +51,30 @@ def display_name(method: MethodResult) -> str:
     return method.name + (f" {UPPER_MARK}" if method.upper_reference else "")
 
 
-# ALFWorld families in the paper's column order, with their short headers.
-ALFWORLD_FAMILIES = (("pick_and_place", "Pick"), ("look_at_obj", "Look"), ("pick_clean_then_place", "Clean"),
-                     ("pick_heat_then_place", "Heat"), ("pick_cool_then_place", "Cool"), ("pick_two_obj", "Pick2"))
-
-
 def _cells(pairs: list, which: str, threshold: float) -> dict:
-    """One row's cells (success %, WebShop score, ALFWorld families) with their task counts."""
+    """One row's cells (success %, mean scores, task families) with their task counts."""
     cells: dict = {}
     by_bench: dict[str, list] = defaultdict(list)
     for p in pairs:
         by_bench[p.benchmark].append(p)
-    for bench in BENCH_ORDER:
+    for bench in names():
         group = by_bench.get(bench)
         if not group:
             continue
         rewards = np.array([getattr(p, which) for p in group])
         cells[f"{bench}_success"] = 100.0 * float(np.mean(rewards >= threshold))
         cells[f"{bench}_n"] = len(group)
-        if bench == "webshop":
-            cells["webshop_score"] = 100.0 * float(np.mean(rewards))
-    for family, _ in ALFWORLD_FAMILIES:
-        group = [getattr(p, which) for p in by_bench.get("alfworld", []) if p.family == family]
-        if group:
-            cells[f"alfworld_{family}"] = 100.0 * float(np.mean(np.array(group) >= threshold))
-            cells[f"alfworld_{family}_n"] = len(group)
-    parts = [cells[k] for k in ("alfworld_success", "webshop_success", "dbbench_success") if k in cells]
+        if _columns(bench).score:
+            cells[f"{bench}_score"] = 100.0 * float(np.mean(rewards))
+    for bench in names():
+        for family, _ in _columns(bench).families:
+            group = [getattr(p, which) for p in by_bench.get(bench, []) if p.family == family]
+            if group:
+                cells[f"{bench}_{family}"] = 100.0 * float(np.mean(np.array(group) >= threshold))
+                cells[f"{bench}_{family}_n"] = len(group)
+    parts = [cells[f"{b}_success"] for b in names() if f"{b}_success" in cells]
     cells["average"] = float(np.mean(parts)) if parts else float("nan")
-    cells["average_n"] = sum(cells.get(f"{b}_n", 0) for b in BENCH_ORDER)
+    cells["average_n"] = sum(cells.get(f"{b}_n", 0) for b in names())
     return cells
 
 
@@ -105,7 +105,7 @@ def ablation_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> l
         ablated, reference = ok(m.pairs), ok(full.pairs)
         row = {"method": m.name, "full": full.name, "site": m.ablated_site}
         groups = {}
-        for bench in BENCH_ORDER:
+        for bench in names():
             keys = sorted(k for k in set(ablated) & set(reference) if k[0] == bench)
             if keys:
                 groups[bench] = [ablated[k] - reference[k] for k in keys]
@@ -122,7 +122,7 @@ def ablation_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> l
 def delta_rows(result: EvalResult, *, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     rows = []
     for m in result.methods:
-        for bench, pairs in sorted(_by_benchmark(m).items(), key=lambda kv: BENCH_ORDER.index(kv[0])):
+        for bench, pairs in sorted(_by_benchmark(m).items(), key=lambda kv: names().index(kv[0])):
             s = summarize_pairs([p.baseline_reward for p in pairs], [p.patched_reward for p in pairs],
                                 threshold=result.threshold, n_boot=n_boot, seed=seed,
                                 clusters=[p.task_id for p in pairs])
@@ -157,7 +157,7 @@ def plot_deltas(deltas: list[dict]) -> str:
     never covers a bar or an error bar."""
     plt = _pyplot()
     methods = list(dict.fromkeys(d["method"] for d in deltas))
-    benches = [b for b in BENCH_ORDER if any(d["benchmark"] == b for d in deltas)]
+    benches = [b for b in names() if any(d["benchmark"] == b for d in deltas)]
     fig, ax = plt.subplots(figsize=(min(10.0, 2.0 + 2.6 * len(benches)), 3.6))
     width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
@@ -172,7 +172,7 @@ def plot_deltas(deltas: list[dict]) -> str:
             hi.append(100 * (d["ci_high"] - d["mean_delta"]))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=m, error_kw={"lw": 1})
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(benches)), [BENCHMARK_LABELS[b] for b in benches], fontsize=9)
+    ax.set_xticks(range(len(benches)), [_columns(b).label for b in benches], fontsize=9)
     ax.set_ylabel("mean reward delta (pp), 95% CI", fontsize=9)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2 if len(methods) > 3 else 1,
               fontsize=8, frameon=False)
@@ -183,7 +183,7 @@ def plot_rescued_regressed(deltas: list[dict]) -> str:
     """One horizontal row per (method, benchmark): tasks rescued to the right, broken to the left,
     labels horizontal at a readable size."""
     plt = _pyplot()
-    labels = [f"{d['method']} · {BENCHMARK_LABELS[d['benchmark']]}" for d in deltas]
+    labels = [f"{d['method']} · {_columns(d['benchmark']).label}" for d in deltas]
     fig, ax = plt.subplots(figsize=(5.5, 0.9 + 0.3 * len(labels)))
     ys = np.arange(len(labels))[::-1]
     ax.barh(ys, [d["rescued"] for d in deltas], 0.7, label="rescued (failed → passed)", color="#2a9d8f")
@@ -234,12 +234,16 @@ def _fmt(x, nd=1):
     return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
 
 
-# (key, header, the key of the cell's task count): the paper's main-table layout
-MAIN_COLUMNS = [*((f"alfworld_{f}", f"ALF {h}", f"alfworld_{f}_n") for f, h in ALFWORLD_FAMILIES),
-                ("alfworld_success", "ALFWorld (all)", "alfworld_n"),
-                ("webshop_score", f"WebShop score{SUBSTITUTE_MARK}", "webshop_n"),
-                ("webshop_success", f"WebShop success{SUBSTITUTE_MARK}", "webshop_n"),
-                ("dbbench_success", "DBBench success", "dbbench_n"), ("average", "Avg", "average_n")]
+def main_columns() -> list[tuple[str, str, str]]:
+    """(key, header, the key of the cell's task count) per main-table column: the paper's layout,
+    each benchmark's families, score and success in registry order, then the average."""
+    out = []
+    for bench in names():
+        c = _columns(bench)
+        out += [(f"{bench}_{f}", h, f"{bench}_{f}_n") for f, h in c.families]
+        out += [(f"{bench}_score", c.score, f"{bench}_n")] if c.score else []
+        out.append((f"{bench}_success", c.success, f"{bench}_n"))
+    return out + [("average", "Avg", "average_n")]
 
 
 def _delta_cell(d) -> str:
@@ -247,17 +251,18 @@ def _delta_cell(d) -> str:
     return (f"{100 * d['mean_delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]{sig}")
 
 
-def footnotes(result: EvalResult, main_rows, webshop_source: str = "") -> list[str]:
-    """One line per mark used, plus a warning when rows stand on fewer tasks than the baseline."""
+def footnotes(result: EvalResult, main_rows, sources: dict | None = None) -> list[str]:
+    """One line per mark used (a benchmark's own from its data-source line in `sources`), plus a
+    warning when rows stand on fewer tasks than the baseline."""
     notes = [f"{UPPER_MARK} upper reference, not a patch method: {m.description or 'it peeks at the outcome'}."
              for m in result.methods if m.upper_reference][:1]
-    if any(r.get("webshop_n") for r in main_rows):
-        notes.append(f"{SUBSTITUTE_MARK} {webshop_source}." if webshop_source.startswith(prov.WEBSHOP_REAL) else
-                     f"{SUBSTITUTE_MARK} WebShop is the project's self-contained substitute environment "
-                     "(synthetic catalog, real instructions), not the original WebShop.")
+    for bench in names():
+        note = _columns(bench).footnote((sources or {}).get(bench, ""))
+        if note and any(r.get(f"{bench}_n") for r in main_rows):
+            notes.append(note)
     base = main_rows[0] if main_rows else {}
     fewer = [r["method"] for r in main_rows[1:]
-             if any(0 < r.get(f"{b}_n", 0) < base.get(f"{b}_n", 0) for b in BENCH_ORDER)]
+             if any(0 < r.get(f"{b}_n", 0) < base.get(f"{b}_n", 0) for b in names())]
     if fewer:
         notes.append(f"n = tasks behind each cell. Fewer tasks than the baseline row: {', '.join(fewer)} "
                      "(held-out transfer leaves its evidence tasks out); compare these rows through their "
@@ -281,48 +286,57 @@ def _ci_cell(cell) -> str:
     return f"{cell['mean']:+.1f} [{lo:+.1f}, {hi:+.1f}]{sig} ({cell['n']})"
 
 
-ABLATION_BENCHES = ("alfworld", "webshop", "dbbench", "average")
+def _ablation_headers() -> list[str]:
+    return [_columns(b).ablation for b in names()] + ["Avg"]
 
 
 def ablation_markdown(ablation: list[dict]) -> list[str]:
     if not ablation:
         return []
+    headers = _ablation_headers()
     lines = ["", "## Lifecycle ablation (Δ success pp against the full patch, paired per task, 95% CI; (n) = tasks)", "",
-             "| Ablation | Full patch | " + " | ".join(["ALFWorld", "WebShop success‡", "DBBench", "Avg"]) + " |",
-             "|---|---|---|---|---|---|"]
+             "| Ablation | Full patch | " + " | ".join(headers) + " |", "|---" * (len(headers) + 2) + "|"]
     for r in ablation:
-        lines.append(f"| {r['method']} | {r['full']} | " + " | ".join(_ci_cell(r.get(b)) for b in ABLATION_BENCHES) + " |")
+        lines.append(f"| {r['method']} | {r['full']} | "
+                     + " | ".join(_ci_cell(r.get(b)) for b in (*names(), "average")) + " |")
     return lines
 
 
 def write_main_csv(path: str, main_rows: list[dict]) -> None:
     """The main table as CSV: one row per method, every column with its n beside it (`<column>_n`)."""
     import csv
-    header = ["method"] + [x for key, _, _ in MAIN_COLUMNS for x in (key, f"{key}_n")]
+    columns = main_columns()
+    header = ["method"] + [x for key, _, _ in columns for x in (key, f"{key}_n")]
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(header)
         for r in main_rows:
             cells = [r["method"]]
-            for key, _, n in MAIN_COLUMNS:
+            for key, _, n in columns:
                 cells += [f"{r[key]:.2f}" if r.get(n) else "", r.get(n, 0)]
             w.writerow(cells)
 
 
-def markdown_tables(result: EvalResult, main_rows, deltas, ablation=(), webshop_source: str = "") -> list[str]:
+def _score_legend() -> str:
+    """What each score column means (", WebShop score = mean reward × 100")."""
+    return "".join(f", {_columns(b).title} score = mean reward × 100" for b in names() if _columns(b).score)
+
+
+def markdown_tables(result: EvalResult, main_rows, deltas, ablation=(), sources: dict | None = None) -> list[str]:
     """The main, delta and cost tables with their footnotes (also TensorBoard's text summary)."""
-    lines = ["## Main table (success %, WebShop score = mean reward × 100; (n) = tasks)", "",
-             "| Method | " + " | ".join(c[1] for c in MAIN_COLUMNS) + " |",
-             "|---" * (len(MAIN_COLUMNS) + 1) + "|"]
+    columns = main_columns()
+    lines = [f"## Main table (success %{_score_legend()}; (n) = tasks)", "",
+             "| Method | " + " | ".join(c[1] for c in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
     for r in main_rows:
         lines.append(f"| {r['method']} | " + " | ".join(
-            f"{_fmt(r.get(k))} ({r[n]})" if r.get(n) else "–" for k, _, n in MAIN_COLUMNS) + " |")
-    lines += [""] + footnotes(result, main_rows, webshop_source) + [""]
+            f"{_fmt(r.get(k))} ({r[n]})" if r.get(n) else "–" for k, _, n in columns) + " |")
+    lines += [""] + footnotes(result, main_rows, sources) + [""]
     lines += ["## Paired deltas per benchmark (pp, 95% paired bootstrap CI; n.s. = interval crosses 0)", "",
               "| Method | Benchmark | n | Δ reward [CI] | Δ pass rate | rescued | regressed | seeds |",
               "|---|---|---|---|---|---|---|---|"]
     for d in deltas:
-        lines.append(f"| {d['method']} | {BENCHMARK_LABELS[d['benchmark']]} | {d['n']} | {_delta_cell(d)} | "
+        lines.append(f"| {d['method']} | {_columns(d['benchmark']).label} | {d['n']} | {_delta_cell(d)} | "
                      f"{100 * d['delta_pass_rate']:+.1f} | {d['rescued']} | {d['regressed']} | {d['seeds']} |")
     lines += ablation_markdown(ablation)
     lines += ["", "## Cost and validity", "",
@@ -340,7 +354,7 @@ def render_markdown(result: EvalResult, main_rows, deltas, provenance: dict, abl
     lines = [f"# {result.title}", ""]
     lines += [f"- {k}: {v}" for k, v in _provenance_lines(provenance)] + [""]
     lines += [f"- {n}" for n in result.notes] + [""]
-    lines += markdown_tables(result, main_rows, deltas, ablation, provenance.get("data", {}).get("webshop", ""))
+    lines += markdown_tables(result, main_rows, deltas, ablation, provenance.get("data", {}))
     lines += ["", "## Patches", ""]
     for m in result.methods:
         for p in m.patches:
@@ -373,16 +387,17 @@ pre{background:#f8f8f8;padding:8px;overflow-x:auto;font-size:12px}.k{color:#00f}
 """
 
 
-def _html_main_table(result: EvalResult, main_rows, webshop_source: str = "") -> list[str]:
+def _html_main_table(result: EvalResult, main_rows, sources: dict | None = None) -> list[str]:
     e = html.escape
-    parts = ["<h2>Main table</h2><p class='foot'>success %, WebShop score = mean reward × 100; "
+    columns = main_columns()
+    parts = [f"<h2>Main table</h2><p class='foot'>success %{_score_legend()}; "
              "the small grey number is n, the tasks behind the cell</p><table id='main-table'><tr><th>Method</th>"
-             + "".join(f"<th>{e(c[1])}</th>" for c in MAIN_COLUMNS) + "</tr>"]
+             + "".join(f"<th>{e(c[1])}</th>" for c in columns) + "</tr>"]
     for r in main_rows:
         cells = "".join(f"<td>{_fmt(r.get(k))}<span class='cnt'>{r[n]}</span></td>" if r.get(n) else "<td>–</td>"
-                        for k, _, n in MAIN_COLUMNS)
+                        for k, _, n in columns)
         parts.append(f"<tr><td>{e(r['method'])}</td>{cells}</tr>")
-    parts.append("</table>" + "".join(f"<p class='foot'>{e(n)}</p>" for n in footnotes(result, main_rows, webshop_source)))
+    parts.append("</table>" + "".join(f"<p class='foot'>{e(n)}</p>" for n in footnotes(result, main_rows, sources)))
     return parts
 
 
@@ -394,7 +409,7 @@ def _html_deltas(deltas) -> list[str]:
              "<th>seeds</th></tr>"]
     for d in deltas:
         cls = "" if d["significant"] else " class='ns'"
-        parts.append(f"<tr{cls}><td>{e(d['method'])}</td><td>{e(BENCHMARK_LABELS[d['benchmark']])}</td><td>{d['n']}</td>"
+        parts.append(f"<tr{cls}><td>{e(d['method'])}</td><td>{e(_columns(d['benchmark']).label)}</td><td>{d['n']}</td>"
                      f"<td>{e(_delta_cell(d))}</td><td>{100 * d['delta_pass_rate']:+.1f}</td><td>{d['rescued']}</td>"
                      f"<td>{d['regressed']}</td><td>{d['seeds']}</td></tr>")
     parts.append("</table>")
@@ -450,10 +465,10 @@ def _html_ablation(ablation) -> list[str]:
     e = html.escape
     parts = ["<h2>Lifecycle ablation</h2><p class='foot'>Δ success pp against the full patch, paired per task, "
              "95% CI; (n) = tasks</p><table id='ablation-table'><tr><th>Ablation</th><th>Full patch</th>"
-             "<th>ALFWorld</th><th>WebShop success‡</th><th>DBBench</th><th>Avg</th></tr>"]
+             + "".join(f"<th>{e(h)}</th>" for h in _ablation_headers()) + "</tr>"]
     for r in ablation:
         parts.append(f"<tr><td>{e(r['method'])}</td><td>{e(r['full'])}</td>"
-                     + "".join(f"<td>{e(_ci_cell(r.get(b)))}</td>" for b in ABLATION_BENCHES) + "</tr>")
+                     + "".join(f"<td>{e(_ci_cell(r.get(b)))}</td>" for b in (*names(), "average")) + "</tr>")
     return parts + ["</table>"]
 
 
@@ -463,7 +478,7 @@ def render_html(result: EvalResult, main_rows, deltas, provenance: dict, ablatio
              f"<style>{_CSS}</style></head><body><h1>{e(result.title)}</h1><table class='prov' id='provenance'>"]
     parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in _provenance_lines(provenance)]
     parts.append("</table><ul>" + "".join(f"<li>{e(n)}</li>" for n in result.notes) + "</ul>")
-    parts += (_html_main_table(result, main_rows, provenance.get("data", {}).get("webshop", "")) + _html_deltas(deltas) + _html_ablation(ablation)
+    parts += (_html_main_table(result, main_rows, provenance.get("data", {})) + _html_deltas(deltas) + _html_ablation(ablation)
               + _html_costs(result) + _html_patches(result))
     parts.append("</body></html>")
     return "".join(parts)
@@ -507,7 +522,7 @@ def write_reports(result: EvalResult, outdir: str, *, n_boot: int = 2000, seed: 
     main_rows = main_table_rows(result)
     deltas = delta_rows(result, n_boot=n_boot, seed=seed)
     ablation = ablation_rows(result, n_boot=n_boot, seed=seed)
-    benchmarks = [b for b in BENCH_ORDER if any(p.benchmark == b for m in result.methods for p in m.pairs)]
+    benchmarks = [b for b in names() if any(p.benchmark == b for m in result.methods for p in m.pairs)]
     provenance = provenance or prov.collect(outdir, benchmarks)
     paths = {"md": os.path.join(outdir, "report.md"), "html": os.path.join(outdir, "report.html"),
              "json": os.path.join(outdir, "report.json"), "csv": os.path.join(outdir, "main_table.csv")}

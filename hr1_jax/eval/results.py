@@ -6,9 +6,6 @@ import json
 
 from hr1_jax.utils.jsonsafe import json_safe
 
-# WebShop carries the footnote mark whose note names its data (the substitute or the real files)
-BENCHMARK_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop‡", "dbbench": "DBBench"}
-
 
 @dataclasses.dataclass
 class TaskPair:
@@ -19,7 +16,7 @@ class TaskPair:
     batch: str
     baseline_reward: float
     patched_reward: float
-    family: str = ""            # ALFWorld task family (pick_and_place, ...); "" elsewhere
+    family: str = ""            # the benchmark's task family (its descriptor's family_of); "" = none
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@ target and the frontier editors from environment variables, so the configs hold 
 """
 import os
 
+from envs.registry import names
 from hr1_jax.config import base_config
 
 # key, display name, default model id, default API-key variable (the editors the paper names)
@@ -42,7 +43,7 @@ def table_config():
     c = base_config()
     _target_from_env(c)
     e = c.eval
-    e.benchmarks = "alfworld,webshop,dbbench"
+    e.benchmarks = ",".join(names())
     e.tasks.update("all")
     e.seeds = "0"
     e.compare_teacher = False

@@ -9,7 +9,8 @@ import ml_collections
 from absl import flags
 from ml_collections.config_flags import config_flags
 
-from hr1_jax.config import BENCHMARKS, ConfigError, parse_tasks
+from envs.registry import names
+from hr1_jax.config import ConfigError, parse_tasks
 
 ALL = "all"
 
@@ -21,10 +22,10 @@ class TaskSpecs(ml_collections.ConfigDict):
 
     @classmethod
     def of(cls, default: str = "0:20", **per_benchmark: str) -> "TaskSpecs":
-        unknown = sorted(set(per_benchmark) - set(BENCHMARKS))
+        unknown = sorted(set(per_benchmark) - set(names()))
         if unknown:
-            raise ConfigError("eval.tasks", f"unknown benchmarks {unknown}; known: {list(BENCHMARKS)}")
-        return cls({"default": str(default), **{b: str(per_benchmark.get(b, "")) for b in BENCHMARKS}})
+            raise ConfigError("eval.tasks", f"unknown benchmarks {unknown}; known: {list(names())}")
+        return cls({"default": str(default), **{b: str(per_benchmark.get(b, "")) for b in names()}})
 
     def update(self, *other, **kwargs):
         if len(other) == 1 and isinstance(other[0], str):

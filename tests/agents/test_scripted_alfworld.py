@@ -5,7 +5,7 @@ import ml_collections
 
 from envs.base import Task
 from hr1_jax.agents.scripted import make_scripted_agent
-from hr1_jax.agents.scripted.alfworld import ScriptedAgent
+from envs.alfworld.scripted import ScriptedAgent
 
 WALK = ["go to stoveburner 4", "take pan 1 from stoveburner 4", "go to fridge 1", "cool pan 1 with fridge 1",
         "go to countertop 2", "move pan 1 to countertop 2"]

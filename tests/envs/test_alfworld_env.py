@@ -10,7 +10,7 @@ pytest.importorskip("textworld")
 from envs.alfworld import unpack  # noqa: E402
 from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv, SYSTEM_PROMPT, TIPS_HEADER  # noqa: E402
-from hr1_jax.agents.scripted.alfworld import ScriptedAgent  # noqa: E402
+from envs.alfworld.scripted import ScriptedAgent  # noqa: E402
 
 pytestmark = pytest.mark.alfworld
 

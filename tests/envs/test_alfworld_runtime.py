@@ -11,7 +11,7 @@ from envs.alfworld import unpack  # noqa: E402
 from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
-from hr1_jax.agents.scripted.alfworld import ScriptedAgent  # noqa: E402
+from envs.alfworld.scripted import ScriptedAgent  # noqa: E402
 from hr1_jax.patch.reference import HELDOUT_DIR  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 

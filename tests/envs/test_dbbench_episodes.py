@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from envs.dbbench.env import DBBenchEnv, TIPS_HEADER, TOOL_HINT_HEADER
-from hr1_jax.agents.scripted.dbbench import ScriptedAgent
+from envs.dbbench.scripted import ScriptedAgent
 from hr1_jax.patch.reference import HELDOUT_DIR
 from hr1_jax.runtime import run_episode
 

@@ -68,7 +68,7 @@ def test_an_episode_on_real_data_buys_and_is_scored_by_the_webshop_reward():
 
 def data_source(section) -> str:
     from hr1_jax.eval.provenance import data_sources
-    return data_sources(["webshop"], [], {"webshop": dict(section)})["webshop"]
+    return data_sources(["webshop"], {"webshop": dict(section)})["webshop"]
 
 
 def test_real_data_is_validated_and_labelled(tmp_path):

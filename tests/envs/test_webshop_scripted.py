@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs.webshop.env import WebShopEnv
-from hr1_jax.agents.scripted.webshop import ScriptedAgent, kinds_of
+from envs.webshop.scripted import ScriptedAgent, kinds_of
 from hr1_jax.patch.reference import REFERENCE_PATCH_DIR
 from hr1_jax.runtime import run_episode
 

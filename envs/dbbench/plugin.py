@@ -1,0 +1,22 @@
+"""DBBench's descriptor: AgentBench's SQL tasks, their data named with the SQL backend the results
+recorded."""
+from __future__ import annotations
+
+from envs.plugin import Benchmark, ReportColumns
+
+
+def data_source(section: dict, recorded) -> str:
+    """User task files (`dbbench.task_files`) or the shipped ones, on the recorded backends."""
+    files = str(section.get("task_files") or "")
+    tasks = f"tasks from {files} (else the shipped AgentBench files)" if files else "the AgentBench tasks"
+    return f"DBBench: {tasks} on {' + '.join(recorded('backend')) or 'an unrecorded SQL backend'}"
+
+
+BENCHMARK = Benchmark(
+    name="dbbench",
+    env="envs.dbbench.env:DBBenchEnv",
+    scripted_agent="envs.dbbench.scripted:ScriptedAgent",
+    test_split="test",
+    report=ReportColumns(title="DBBench", success="DBBench success", ablation="DBBench"),
+    data_source=data_source,
+)
