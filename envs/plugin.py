@@ -51,5 +51,6 @@ class Benchmark:
     # (its config section as a dict, recorded(key) -> the values of final[key] its results
     # recorded) -> the report's line naming its data.
     data_source: Callable[[dict, Callable[[str], list[str]]], str]
+    config_section: str = ""          # module with its config section's defaults() / validate(); "" = none
     family_of: Callable[[dict], str] = _no_family   # an episode's task family ("" = none)
     eval_notes: tuple[str, ...] = ()                # lines every evaluation report carries

@@ -11,6 +11,8 @@ import importlib
 
 import ml_collections
 
+from envs.registry import benchmark, names
+
 # the sections import these from here; defined in a leaf so envs/ sections need not import this module
 from hr1_jax.utils.config_errors import ConfigError, require
 
@@ -20,16 +22,14 @@ SECTIONS: dict[str, str] = {
     "runtime": "hr1_jax.runtime.config",
     "target": "hr1_jax.agents.config",
     "rollout": "hr1_jax.rollout.config",
-    "alfworld": "envs.alfworld.config",
-    "dbbench": "envs.dbbench.config",
-    "webshop": "envs.webshop.config",
+    **{b: benchmark(b).config_section for b in names() if benchmark(b).config_section},   # each benchmark's own
     "model": "hr1_jax.models.config",
     "mesh": "hr1_jax.parallel.config",
     "train": "hr1_jax.train.config",
     "eval": "hr1_jax.eval.config",
 }
 
-BENCHMARKS = ("webshop", "alfworld", "dbbench")
+BENCHMARKS = names()
 
 
 def base_config() -> ml_collections.ConfigDict:

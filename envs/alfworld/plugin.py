@@ -21,6 +21,7 @@ BENCHMARK = Benchmark(
     name="alfworld",
     env="envs.alfworld.env:ALFWorldEnv",
     scripted_agent="envs.alfworld.scripted:ScriptedAgent",
+    config_section="envs.alfworld.config",
     test_split="harness_r1_test",
     report=ReportColumns(title="ALFWorld", success="ALFWorld (all)", ablation="ALFWorld", families=FAMILIES),
     data_source=lambda section, recorded: "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)",

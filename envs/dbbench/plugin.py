@@ -16,6 +16,7 @@ BENCHMARK = Benchmark(
     name="dbbench",
     env="envs.dbbench.env:DBBenchEnv",
     scripted_agent="envs.dbbench.scripted:ScriptedAgent",
+    config_section="envs.dbbench.config",
     test_split="test",
     report=ReportColumns(title="DBBench", success="DBBench success", ablation="DBBench"),
     data_source=data_source,

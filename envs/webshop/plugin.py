@@ -27,6 +27,7 @@ BENCHMARK = Benchmark(
     name="webshop",
     env="envs.webshop.env:WebShopEnv",
     scripted_agent="envs.webshop.scripted:ScriptedAgent",
+    config_section="envs.webshop.config",
     test_split="test",
     report=ReportColumns(title="WebShop", success=f"WebShop success{MARK}", ablation=f"WebShop success{MARK}",
                          score=f"WebShop score{MARK}", mark=MARK, footnote=footnote),
