@@ -128,3 +128,16 @@ def test_serve_cli_names_a_bad_checkpoint_in_one_line(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == f"hr1 serve: checkpoint not found: {tmp_path}/nope"
+
+
+def test_an_endpoint_engineer_gets_the_prefill_protocol_prompt(served):
+    # hr1 eval / hr1 teacher's endpoint client sends the <think> prefill with continue_final_message to
+    # a vLLM-like server (hr1 serve says so in /v1/models): the prompt decoded is the engineer's own.
+    from hr1_jax.train.data import render_prompt
+    from hr1_jax.train.teacher.endpoint import EndpointTeacher
+
+    prompt = [{"role": "system", "content": "You write harness patches."}, {"role": "user", "content": "Fix it."}]
+    before = served.batcher.stats["prompt_tokens"]
+    text = EndpointTeacher(served.base_url, "tiny", max_tokens=4, timeout_s=600).complete(prompt)
+    assert isinstance(text, str)
+    assert served.batcher.stats["prompt_tokens"] - before == len(render_prompt(served.tokenizer, prompt))
