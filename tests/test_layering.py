@@ -189,12 +189,15 @@ def test_an_added_offending_import_is_caught(tmp_path):
     (root / "hr1_jax/rollout/reward.py").write_text(
         (root / "hr1_jax/rollout/reward.py").read_text() + "\n\ndef _late():\n    import hr1_jax.train.losses\n")
     (root / "hr1_jax/patch/leak.py").write_text("from hr1_jax.rollout import cli\n")
+    # a benchmark's descriptor is reached through the registry, not imported
+    (root / "hr1_jax/eval/leak.py").write_text("from envs.webshop import plugin\n")
     added = {k: v for k, v in violations(import_graph(root)).items() if k not in base}
     assert set(added) == {("hr1_jax.runtime.leak", "hr1_jax.train.state"),
                           ("hr1_jax.runtime.leak", "envs.webshop.env"),
                           ("envs.base", "hr1_jax.errors"),
                           ("hr1_jax.rollout.reward", "hr1_jax.train.losses"),
-                          ("hr1_jax.patch.leak", "hr1_jax.rollout.cli")}
+                          ("hr1_jax.patch.leak", "hr1_jax.rollout.cli"),
+                          ("hr1_jax.eval.leak", "envs.webshop.plugin")}
     assert added[("hr1_jax.runtime.leak", "envs.webshop.env")] == [
         "the runtime knows no benchmark and no learner",
         "benchmarks plug in through the registry: no code outside envs/ imports a benchmark's folder"]
