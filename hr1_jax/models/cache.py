@@ -14,8 +14,8 @@ from flax import struct
 
 @struct.dataclass
 class KVCache:
-    k: jax.Array  # [B, S, KV, D]
-    v: jax.Array  # [B, S, KV, D]
+    k: jax.Array  # [B, KV, S, D]: head-major, as the decode step's attention reads it
+    v: jax.Array  # [B, KV, S, D]
 
 
 @struct.dataclass
@@ -42,7 +42,7 @@ def init_cache(cfg, batch: int, max_len: int, dtype=jnp.bfloat16) -> Cache:
     layers = []
     for kind in cfg.layer_types:
         if kind == "full_attention":
-            shape = (batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+            shape = (batch, cfg.num_kv_heads, max_len, cfg.head_dim)
             layers.append(KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype)))
         else:
             conv_dim = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \

@@ -4,7 +4,8 @@ SFT/GRPO steps in hr1_jax/train share its train-state/sharding helpers.
 
 batch = {"input_ids" int [B,T], "attention_mask" bool [B,T] (left padding = False),
          "loss_mask" bool [B,T] (which *target* tokens count; position 0 is never a target)}.
-The loss is the mean CE over counted targets, computed with chunked fp32 log-probs.
+The loss is the mean CE over counted targets, from the fused chunked LM head + CE
+(`logprobs.fused_ce_sum`: fp32, no full-vocabulary logits kept).
 """
 from __future__ import annotations
 
@@ -14,16 +15,19 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hr1_jax.models.logprobs import sequence_logprobs
+from hr1_jax.models.logprobs import fused_ce_sum
 from hr1_jax.parallel import batch_sharding, state_shardings
 from hr1_jax.train.state import TrainState, global_norm, init_state, split_model, state_sharding
 
 
 def ce_loss(graphdef, params, rest, batch, chunk_size: int = 1024) -> jax.Array:
+    """Mean CE over counted targets; chunk_size = tokens of logits per fused head+CE chunk."""
     model = nnx.merge(graphdef, params, rest)
-    logp, _ = sequence_logprobs(model, batch["input_ids"], batch["attention_mask"], chunk_size=chunk_size)
+    ids = batch["input_ids"]
+    hidden, _ = model.hidden_states(ids, attention_mask=batch["attention_mask"])
     w = batch["loss_mask"][:, 1:].astype(jnp.float32)
-    return -jnp.sum(logp * w) / jnp.maximum(jnp.sum(w), 1.0)
+    nll = fused_ce_sum(hidden[:, :-1], model.lm_head_weight(), ids[:, 1:], w, chunk_tokens=chunk_size)
+    return nll / jnp.maximum(jnp.sum(w), 1.0)
 
 
 def make_ce_step(graphdef, rest, tx: optax.GradientTransformation, chunk_size: int = 1024):

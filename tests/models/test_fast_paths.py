@@ -1,0 +1,147 @@
+"""The fast paths against their plain references: sort-free top-k/top-p and the two-pass argmax
+(identical masks and tokens), blocked causal attention and the bucketed cache attention (same values
+and gradients as one full softmax), and the fused LM-head + CE (same loss and gradients as autodiff
+through `token_logprobs`)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hr1_jax.models import attention
+from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
+from hr1_jax.models.sampler import categorical, fast_argmax, process_logits
+from tests.models.numerics import reorder_tol
+
+NEG = -1e30
+_truncate = jax.jit(process_logits, static_argnums=(2, 4))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _sorted_reference(out, top_k, top_p):
+    """The sampler's former truncation: lax.top_k, then a full descending sort for top-p."""
+    if top_k > 0:
+        kth = jax.lax.top_k(out, top_k)[0][..., -1:]
+        out = jnp.where(out < kth, NEG, out)
+    if top_p < 1:
+        desc = -jnp.sort(-out, axis=-1)
+        probs = jax.nn.softmax(desc, axis=-1)
+        keep = (jnp.cumsum(probs, axis=-1) - probs) < top_p
+        threshold = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1, keepdims=True)
+        out = jnp.where(out < threshold, NEG, out)
+    return out
+
+
+def _logits(seed, v, rows=6):
+    x = jax.random.normal(jax.random.key(seed), (rows, v)) * 3
+    x = x.at[:, :4].set(jnp.round(x[:, :4]))       # ties, including at the truncation boundary
+    x = x.at[0, 4].set(-0.0).at[0, 5].set(0.0)     # signed zeros compare equal
+    return jnp.where(jnp.arange(v) < v - 3, x, NEG)  # padded vocab rows
+
+
+def _boundary(x, top_k, top_p):
+    """Entries whose exact (fp64) mass above lies within fp32 summation error of top_p: the sorted
+    cumsum and a masked sum may round them to either side, so they are not compared."""
+    x = np.asarray(_sorted_reference(x, top_k, 1.0), np.float64)
+    p = np.exp(x - x.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    above = np.array([[p[i][x[i] > x[i, j]].sum() for j in range(x.shape[1])] for i in range(x.shape[0])])
+    return np.abs(above - top_p) < x.shape[1] * 2.0 ** -23
+
+
+@pytest.mark.parametrize("v", [5, 1024])
+@pytest.mark.parametrize("top_k,top_p", [(0, 0.9), (0, 0.999), (4, 1.0), (1, 1.0), (20, 0.8)])
+def test_truncation_and_tokens_match_the_sorted_reference(v, top_k, top_p):
+    top_k = min(top_k, v)
+    for seed in range(3):
+        x = _logits(seed, v)
+        ours = _truncate(x, 1.0, top_k, top_p, top_p < 1)[1]
+        ref = _sorted_reference(x, top_k, top_p)
+        same = (np.asarray(ours) == np.asarray(ref)) | (_boundary(x, top_k, top_p) if top_p < 1 else False)
+        assert same.all()
+        for step in range(4):  # the same key draws the same token
+            key = jax.random.fold_in(jax.random.key(seed), step)
+            np.testing.assert_array_equal(categorical(key, ours), jax.random.categorical(key, ref, axis=-1))
+
+
+def test_top_p_keeps_the_top_token_and_ties():
+    x = jnp.array([[5.0, 5.0, 1.0, 0.0], [9.0, 0.0, 0.0, 0.0]])
+    out = process_logits(x, 1.0, 0, 0.1, True)[1]
+    np.testing.assert_array_equal(np.asarray(out) > NEG, [[True, True, False, False], [True, False, False, False]])
+
+
+def test_fast_argmax_is_the_first_max():
+    x = jnp.array([[1.0, 3.0, 3.0, 0.0], [-1.0, -1.0, -2.0, -5.0], [0.0, -0.0, 0.0, NEG]])
+    np.testing.assert_array_equal(fast_argmax(x), jnp.argmax(x, axis=-1))
+    y = jax.random.normal(jax.random.key(0), (16, 3001))
+    np.testing.assert_array_equal(fast_argmax(y), jnp.argmax(y, axis=-1))
+
+
+def _qkv(b, t, h, kvh, d, seed=0):
+    ks = jax.random.split(jax.random.key(seed), 3)
+    return (jax.random.normal(ks[0], (b, t, h, d)), jax.random.normal(ks[1], (b, kvh, t, d)),
+            jax.random.normal(ks[2], (b, kvh, t, d)))
+
+
+@pytest.mark.parametrize("t,chunk", [(20, 1024), (130, 1024), (150, 64)])
+def test_causal_attention_matches_one_full_softmax(t, chunk, monkeypatch):
+    monkeypatch.setattr(attention, "CAUSAL_BLOCK", 32)  # several blocks (and a ragged last one) at small T
+    monkeypatch.setattr(attention, "CAUSAL_MAX_BLOCKS", 4)
+    b, h, kvh, d = 2, 4, 2, 8
+    q, k, v = _qkv(b, t, h, kvh, d)
+    valid = jnp.arange(t)[None] >= jnp.array([[0], [7]])  # row 1 left-padded
+    cot = jax.random.normal(jax.random.key(1), q.shape)
+    full = lambda q, k, v: jnp.sum(attention.dot_attention(q, k, v, jnp.arange(t), valid) * cot * valid[..., None, None])
+    blocked = lambda q, k, v: jnp.sum(attention.causal_attention(q, k, v, valid, chunk) * cot * valid[..., None, None])
+    ref_out = attention.dot_attention(q, k, v, jnp.arange(t), valid)
+    out = jax.jit(attention.causal_attention, static_argnums=4)(q, k, v, valid, chunk)
+    # Softmax over up to t terms of magnitude <= 1 per output, with |v| ~ N(0,1): terms sum <= max|v|.
+    tol = reorder_tol(float(jnp.abs(v).max()), t)
+    np.testing.assert_allclose(np.asarray(out)[1, 7:], np.asarray(ref_out)[1, 7:], atol=tol)
+    np.testing.assert_allclose(np.asarray(out)[0], np.asarray(ref_out)[0], atol=tol)
+    grads = [jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v) for f in (full, blocked)]
+    for g_ref, g in zip(*grads):
+        scale = float(jnp.abs(g_ref).max()) * d
+        np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=reorder_tol(scale, t))
+
+
+def test_cache_lengths_cover_the_cache_in_a_few_buckets():
+    for s in (1, 9, 192, 577, 4096):
+        lengths = attention.cache_lengths(s)
+        assert lengths[-1] == s and len(lengths) <= attention.CACHE_BUCKETS
+        assert list(lengths) == sorted(set(lengths))
+
+
+def test_bucketed_cache_attention_equals_attention_over_the_whole_cache():
+    b, s, h, kvh, d = 2, 100, 4, 2, 8
+    q, k, v = _qkv(b, s, h, kvh, d, seed=2)
+    kv_valid = jnp.arange(s)[None] >= jnp.array([[0], [3]])
+    bucketed = jax.jit(lambda slots, valid, f: attention.cached_attention(q[:, :1], k, v, slots, valid, f, 1024))
+    for filled in (4, 12, 13, 50, 99, 100):  # one query at the last written slot (row 1: >= 1 real key)
+        slots = jnp.array([filled - 1])
+        valid = kv_valid & (jnp.arange(s)[None] < filled)
+        ref = attention.dot_attention(q[:, :1], k, v, slots, valid)
+        np.testing.assert_allclose(np.asarray(bucketed(slots, valid, filled)), np.asarray(ref),
+                                   atol=reorder_tol(float(jnp.abs(v).max()), s))
+
+
+@pytest.mark.parametrize("chunk_tokens,valid", [(4096, None), (24, None), (24, 45), (7, 50)])
+def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid):
+    b, t, e, v = 3, 19, 16, 50
+    ks = jax.random.split(jax.random.key(3), 4)
+    h = jax.random.normal(ks[0], (b, t, e))
+    w = jax.random.normal(ks[1], (e, v)) * 0.3
+    tg = jax.random.randint(ks[2], (b, t), 0, valid or v)
+    wt = (jax.random.uniform(ks[3], (b, t)) > 0.3).astype(jnp.float32) * 0.7
+
+    def ref(h, w, wt):
+        return -jnp.sum(token_logprobs(h, w, tg, chunk_size=t, valid_vocab_size=valid)[0] * wt)
+
+    fused = lambda h, w, wt: fused_ce_sum(h, w, tg, wt, chunk_tokens=chunk_tokens, valid_vocab_size=valid)
+    (l_ref, g_ref), (l, g) = (jax.value_and_grad(f, argnums=(0, 1, 2))(h, w, wt) for f in (ref, fused))
+    logit_scale = float(jnp.abs(h).max() * jnp.abs(w).max()) * e
+    np.testing.assert_allclose(float(l), float(l_ref), atol=reorder_tol(logit_scale * b * t, v + b * t))
+    for a, r in zip(g, g_ref):  # dh, dw: sums of <= b*t*v terms bounded by the inputs' magnitudes
+        scale = float(jnp.abs(h).max() + jnp.abs(w).max()) * b * t
+        np.testing.assert_allclose(np.asarray(a), np.asarray(r), atol=reorder_tol(scale, v + b * t))
