@@ -67,13 +67,13 @@ def rollout_stage(config, workdir: str) -> int:
     config.patch if set: patch JSON or a raw engineer response) -> WORKDIR/results.jsonl,
     WORKDIR/summary.json and a printed table. Exit 1 if an episode hit an infrastructure error."""
     from hr1_jax.rollout.batches import format_table, run_batch, summarize, write_results
-    from hr1_jax.rollout.pool import WorkerPool
+    from hr1_jax.rollout.ray_backend import make_pool
     from hr1_jax.utils.progress import progress
 
     bench, split, tasks = config.benchmark, config.split, parse_tasks(config.tasks)
     patch = load_patch(config.patch, bench, config) if config.patch else None
     bar = progress(total=len(tasks), desc=f"rollout {bench}")
-    with WorkerPool(config) as pool:
+    with make_pool(config) as pool:
         episodes = run_batch(pool, bench, split, tasks, target=_target(config), seed=config.seed, patch=patch,
                              on_result=lambda ep: bar.update(1))
         stats = dict(pool.stats)
@@ -95,7 +95,7 @@ def baseline_stage(config, workdir: str) -> int:
     <rollout.baseline_dir or WORKDIR/baseline>/<benchmark>/batch_NNN/{results.jsonl, summary.json,
     status.json}. Finished batches are skipped on a rerun."""
     from hr1_jax.rollout.batches import baseline_metadata, run_batch, summarize, write_results
-    from hr1_jax.rollout.pool import WorkerPool
+    from hr1_jax.rollout.ray_backend import make_pool
     from hr1_jax.utils.progress import progress
 
     bench, split, tasks = config.benchmark, config.split, parse_tasks(config.tasks)
@@ -104,7 +104,7 @@ def baseline_stage(config, workdir: str) -> int:
     root = os.path.join(baseline_root(config, workdir), bench)
     failed = 0
     bar = progress(total=len(tasks), desc=f"baseline {bench}")
-    with WorkerPool(config) as pool:
+    with make_pool(config) as pool:
         for batch_id, ids in enumerate(batches):
             folder = os.path.join(root, f"batch_{batch_id:03d}")
             status_path = os.path.join(folder, "status.json")
