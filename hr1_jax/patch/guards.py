@@ -909,14 +909,15 @@ _SHARED_SCALARS = frozenset({str, int, float, bool, type(None)})
 def freeze(value):
     """Deep copy of `value` into read-only containers (dict -> FrozenDict, list -> FrozenList,
     set -> frozenset); scalars are shared, other objects deep-copied. Scalar items are taken
-    in the comprehensions themselves (most of a ctx is scalars: one call fewer each)."""
+    in place (most of a ctx is scalars: one call fewer each)."""
     t = type(value)
     scalars = _SHARED_SCALARS
-    if t is dict:  # the common containers first, by exact type; all-scalar ones copied in C
-        if scalars.issuperset(map(type, value.values())):
-            return FrozenDict(value)
-        return FrozenDict({k: v if type(v) in scalars else freeze(v) for k, v in value.items()})
-    if t is list:
+    if t is dict:  # the common containers first, by exact type (a loop: no comprehension frame)
+        out = {}
+        for k, v in value.items():
+            out[k] = v if type(v) in scalars else freeze(v)
+        return FrozenDict(out)
+    if t is list:  # all-scalar lists (most of them) copied in C
         if scalars.issuperset(map(type, value)):
             return FrozenList(value)
         return FrozenList([v if type(v) in scalars else freeze(v) for v in value])
