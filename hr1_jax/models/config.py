@@ -62,7 +62,6 @@ def defaults() -> ml_collections.ConfigDict:
     c.linear_value_head_dim = 32
     c.gdn_chunk_size = 64
     c.attn_chunk_size = 1024  # queries per attention block: score memory O(T * this) for long sequences
-    c.logprob_chunk_size = 1024
     return c
 
 

@@ -18,11 +18,11 @@ from hr1_jax.patch.parse import PROTOCOLS, build_response, extract_patch_json, e
 from hr1_jax.patch.prompts import EVIDENCE_MARKER, SCHEMA_STYLES, schema_prompt, system_prompt, user_prompt_prefix
 from hr1_jax.patch.runner import HOOK_NAMES, HookOutcome, call_hook, normalize_hook_result, run_hook
 from hr1_jax.patch.sandbox import compile_hook
-from hr1_jax.patch.schema import (BENCHMARKS, SCHEMA_VERSION, normalize_options, normalize_patch,
+from hr1_jax.patch.schema import (SCHEMA_VERSION, normalize_options, normalize_patch,
                                   require_code_hook_only_patch)
 
 __all__ = [
-    "BENCHMARKS", "CompiledPatch", "EVIDENCE_MARKER", "HOOK_NAMES", "HookCompileError", "HookOutcome",
+    "CompiledPatch", "EVIDENCE_MARKER", "HOOK_NAMES", "HookCompileError", "HookOutcome",
     "PROTOCOLS", "PatchError", "SCHEMA_STYLES", "SCHEMA_VERSION", "build_response", "call_hook",
     "compile_hook", "compile_patch", "extract_patch_json", "extract_response_json", "normalize_hook_result",
     "normalize_options", "normalize_patch", "parse_response", "require_code_hook_only_patch", "run_hook",

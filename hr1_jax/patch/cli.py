@@ -11,10 +11,10 @@ import argparse
 import json
 import sys
 
+from envs.registry import names as benchmark_names
 from hr1_jax.patch.compiled import compile_patch
 from hr1_jax.patch.errors import PatchError
 from hr1_jax.patch.parse import ASSISTANT_TAG, PROTOCOLS, extract_response_json
-from hr1_jax.patch.schema import BENCHMARKS
 from hr1_jax.utils.argv import snake_case_flags
 
 PATCH_KEYS = ("patch", "normalized_patch", "raw_patch", "parsed_patch")
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
     check = sub.add_parser("check", help="validate patch files or raw engineer responses", description=__doc__,
                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--benchmark", choices=BENCHMARKS, help="expected benchmark (default: the patch's own)")
+    check.add_argument("--benchmark", choices=benchmark_names(), help="expected benchmark (default: the patch's own)")
     check.add_argument("--protocol", choices=("auto",) + PROTOCOLS, default="auto",
                        help="response protocol for raw responses (auto: full-think if it opens with <think>)")
     check.add_argument("--json", action="store_true", help="print one JSON report list")

@@ -4,15 +4,11 @@ import ml_collections
 from hr1_jax.config import require
 
 PROTOCOLS = ("prefill_think_patch", "full_think_patch")
-STYLES = ("webshop_life_multihook_v1", "alfworld_life_multihook_v1", "dbbench_life_multihook_v1")
 
 
 def defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.response_protocol = "prefill_think_patch"
-    # Engineer prompt style; "" = the benchmark's multihook style (`<benchmark>_life_multihook_v1`).
-    # SFT, RL and eval must use the same style and protocol (reference README).
-    c.schema_style = ""
     c.require_code_hook_only = True
     c.reject_runtime_noop = True
     # Beyond the reference (which only asked for these in prompts); off = reference behaviour.
@@ -34,7 +30,6 @@ def defaults() -> ml_collections.ConfigDict:
 
 def validate(c: ml_collections.ConfigDict, config) -> None:
     require(c.response_protocol in PROTOCOLS, "patch_protocol.response_protocol", f"must be one of {PROTOCOLS}")
-    require(c.schema_style in ("",) + STYLES, "patch_protocol.schema_style", f"must be '' or one of {STYLES}")
     require(c.time_budget_s > 0, "patch_protocol.time_budget_s", "must be > 0")
     require(c.line_budget > 0, "patch_protocol.line_budget", "must be > 0")
     require(c.isolation in ("process", "inline"), "patch_protocol.isolation", "must be 'process' or 'inline'")

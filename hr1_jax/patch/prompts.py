@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from hr1_jax.patch.errors import PatchError
 from hr1_jax.patch.parse import PROTOCOLS
-from hr1_jax.patch.schema import BENCHMARKS
 
 EVIDENCE_MARKER = "Observed no-harness rollout evidence:"
 SCHEMA_STYLES = {
@@ -27,8 +26,8 @@ _TASK_WORDS = {
 
 
 def _check(benchmark: str, protocol: str, style: str | None = None) -> str:
-    if benchmark not in BENCHMARKS:
-        raise PatchError("bad_benchmark", f"unsupported benchmark: {benchmark!r}")
+    if benchmark not in SCHEMA_STYLES:  # engineer prompt texts exist for these benchmarks only
+        raise PatchError("bad_benchmark", f"no engineer prompt for benchmark {benchmark!r}")
     if protocol not in PROTOCOLS:
         raise PatchError("bad_protocol", f"unsupported response protocol: {protocol!r}")
     style = style or SCHEMA_STYLES[benchmark]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import re
 
+from envs.registry import names as benchmark_names
 from hr1_jax.patch.errors import PatchError
 from hr1_jax.patch.runner import HOOK_NAMES
 from hr1_jax.patch.sandbox import ALFWORLD_INSTANCE_ACTION_RE, MAX_HOOK_SOURCE_CHARS, compile_hook
 
 SCHEMA_VERSION = "harness-r1-patch-v1"
-BENCHMARKS = ("webshop", "alfworld", "dbbench")
 MAX_ACTIONS = 12
 TEXT_MAX_CHARS = 900
 LEGACY_ACTION_TYPES = ("set_config", "edit_tool_hint", "add_or_edit_skill", "add_guard_rule", "add_recovery_rule")
@@ -239,7 +239,7 @@ def normalize_patch(obj, benchmark: str | None = None, *, require_code_hook_only
         raise PatchError("not_object", "patch must be a JSON object")
     patch = copy.deepcopy(obj)
     bench = str(patch.get("benchmark") or benchmark or "").lower()
-    if bench not in BENCHMARKS:
+    if bench not in benchmark_names():  # the registry, read per call: plug-ins registered later count
         raise PatchError("bad_benchmark", f"unsupported benchmark: {bench!r}")
     actions = patch.get("actions")
     if not isinstance(actions, list) or not actions:
