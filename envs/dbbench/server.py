@@ -3,9 +3,12 @@ benchmarks. `home`/`port` select another instance (its own folder and port, e.g.
 a test may stop); the defaults are the project's server (.cache/mariadb, port 3307)."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import subprocess
+import uuid
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "launch" / "mariadb.sh"
@@ -46,3 +49,56 @@ def stop(timeout_s: float = 90, home: str = "", port: int = 0) -> tuple[bool, st
     except subprocess.TimeoutExpired:
         return False, f"launch/mariadb.sh stop timed out after {timeout_s}s"
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+# Runs that share the server (e.g. two demos) record themselves as its users, so the run that
+# started it does not stop it under the others: the last user to leave stops a server a run
+# started ("started_by_run"), never one the user started by hand.
+def _users_dir(home: str) -> pathlib.Path:
+    return pathlib.Path(home or os.environ.get("HR1_MARIADB_DIR") or REPO / ".cache" / "mariadb") / "users"
+
+
+@contextlib.contextmanager
+def _locked(folder: pathlib.Path):
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def join(started: bool, home: str = "") -> pathlib.Path:
+    """Record this run as a user of the server (`started`: it started the server). Returns its record."""
+    folder = _users_dir(home)
+    with _locked(folder):
+        if started:
+            (folder / "started_by_run").touch()
+        record = folder / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        record.touch()
+    return record
+
+
+def leave(record: pathlib.Path) -> bool:
+    """Remove this run's record; True when it was the last live user of a server a run started
+    (the caller stops it then)."""
+    folder = record.parent
+    with _locked(folder):
+        record.unlink(missing_ok=True)
+        users = [f for f in folder.iterdir() if f.name[0].isdigit()]
+        for dead in [f for f in users if not _alive(int(f.name.split("-", 1)[0]))]:
+            dead.unlink(missing_ok=True)
+            users.remove(dead)
+        marker = folder / "started_by_run"
+        if users or not marker.exists():
+            return False
+        marker.unlink()
+        return True

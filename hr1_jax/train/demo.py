@@ -187,6 +187,9 @@ def _pin_recorded_backend(config, workdir: str):
     return config
 
 
+ALREADY_RUNNING = "MariaDB: the project's server, already running"
+
+
 def _no_server_start(config) -> str | None:
     """Why this run does not start the project's MariaDB (what DBBench uses instead), or None."""
     from envs.dbbench import server
@@ -199,7 +202,7 @@ def _no_server_start(config) -> str | None:
     if db.socket or db.host not in ("127.0.0.1", "localhost"):
         return f"the MariaDB server at {db.socket or db.host}"
     if server.is_running():
-        return "MariaDB: the project's server, already running"
+        return ALREADY_RUNNING
     if not _mariadb_installed():
         return "SQLite: MariaDB is not installed (launch/setup.sh installs it as root)"
     return None
@@ -208,25 +211,31 @@ def _no_server_start(config) -> str | None:
 @contextlib.contextmanager
 def dbbench_backend(config, workdir: str):
     """Yields (config, how DBBench's backend was chosen). When MariaDB is installed and the
-    project's server (launch/mariadb.sh) does not answer, it is started for this run and stopped
-    at the end, as the tests do."""
+    project's server (launch/mariadb.sh) does not answer, it is started for this run; runs using
+    the project's server record themselves as its users, and the last one to end stops a server a
+    run started (so concurrent demos do not lose it under each other), as the tests do."""
     from envs.dbbench import server
 
     config = _pin_recorded_backend(config, workdir)
     reason = _no_server_start(config)
-    if reason is not None:
+    if reason is not None and reason != ALREADY_RUNNING:
         yield config, reason
         return
-    port = int(config.dbbench.port)
-    ok, message = server.start(port=port)
-    log_event("demo", "mariadb_start", ok=ok, message=message)
-    if not ok:
-        yield config, f"SQLite: MariaDB did not start ({message.splitlines()[-1] if message else 'no output'})"
-        return
+    started = reason is None
+    if started:
+        port = int(config.dbbench.port)
+        ok, message = server.start(port=port)
+        log_event("demo", "mariadb_start", ok=ok, message=message)
+        if not ok:
+            yield config, f"SQLite: MariaDB did not start ({message.splitlines()[-1] if message else 'no output'})"
+            return
+        reason = "MariaDB: started for this run by launch/mariadb.sh, stopped when the last run using it ends"
+    record = server.join(started)
     try:
-        yield config, "MariaDB: started for this run by launch/mariadb.sh, stopped at the end"
+        yield config, reason
     finally:
-        log_event("demo", "mariadb_stop", message=server.stop(port=port)[1])
+        if server.leave(record):
+            log_event("demo", "mariadb_stop", message=server.stop(port=int(config.dbbench.port))[1])
 
 
 def _run_stages(config, workdir: str, stages: dict, given_config: dict) -> float:

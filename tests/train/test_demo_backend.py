@@ -1,5 +1,6 @@
 """How `hr1 demo` picks DBBench's backend: stored baselines pin theirs; otherwise the project's
-MariaDB is started for the run when installed and silent, and stopped at the end (server faked)."""
+MariaDB is started for the run when installed and silent, and stopped when the last run using it
+ends (server start/stop faked; the users' records are real files)."""
 import importlib
 import json
 
@@ -13,17 +14,20 @@ class FakeServer:
     def __init__(self, running=False, starts=True):
         self.running, self.starts, self.calls = running, starts, []
 
-    def install(self, monkeypatch):
+    def install(self, monkeypatch, tmp_path):
+        monkeypatch.setenv("HR1_MARIADB_DIR", str(tmp_path / "mariadb"))
         monkeypatch.setattr(server, "is_running", lambda: self.running)
         monkeypatch.setattr(server, "start", self.start)
         monkeypatch.setattr(server, "stop", self.stop)
 
     def start(self, port=0, **_):
         self.calls.append(("start", port))
+        self.running = self.starts
         return self.starts, "[mariadb] started" if self.starts else "[mariadb] ERROR: port taken"
 
     def stop(self, port=0, **_):
         self.calls.append(("stop", port))
+        self.running = False
         return True, "[mariadb] stopped"
 
 
@@ -34,12 +38,40 @@ def config():
 
 def test_installed_silent_mariadb_is_started_for_the_run_and_stopped(monkeypatch, tmp_path, config):
     fake = FakeServer()
-    fake.install(monkeypatch)
+    fake.install(monkeypatch, tmp_path)
     monkeypatch.setattr(demo, "_mariadb_installed", lambda: True)
     with demo.dbbench_backend(config, str(tmp_path)) as (cfg, how):
         assert fake.calls == [("start", 3307)] and cfg.dbbench.backend == "auto"
         assert how.startswith("MariaDB: started for this run")
     assert fake.calls[-1] == ("stop", 3307)
+
+
+def test_a_shared_server_is_stopped_by_the_last_run_not_the_one_that_started_it(monkeypatch, tmp_path, config):
+    fake = FakeServer()
+    fake.install(monkeypatch, tmp_path)
+    monkeypatch.setattr(demo, "_mariadb_installed", lambda: True)
+    first = demo.dbbench_backend(config, str(tmp_path / "run1"))
+    first.__enter__()
+    with demo.dbbench_backend(config, str(tmp_path / "run2")) as (_, how):
+        assert how == demo.ALREADY_RUNNING
+        first.__exit__(None, None, None)          # the starter ends while run 2 still uses the server
+        assert fake.calls == [("start", 3307)]
+    assert fake.calls == [("start", 3307), ("stop", 3307)]
+
+
+def test_a_server_started_by_hand_is_never_stopped_and_dead_users_do_not_count(monkeypatch, tmp_path, config):
+    fake = FakeServer(running=True)
+    fake.install(monkeypatch, tmp_path)
+    users = tmp_path / "mariadb" / "users"
+    users.mkdir(parents=True)
+    (users / "999999999-deadbeef").touch()          # a run killed without leaving (no such pid)
+    with demo.dbbench_backend(config, str(tmp_path)):
+        pass
+    assert fake.calls == [] and [f.name for f in users.iterdir() if f.name[0].isdigit()] == []
+    (users / "started_by_run").touch()               # ... and one a killed run had started
+    with demo.dbbench_backend(config, str(tmp_path)):
+        pass
+    assert fake.calls == [("stop", 3307)]
 
 
 @pytest.mark.parametrize("running, installed, starts, expected", [
@@ -50,7 +82,7 @@ def test_installed_silent_mariadb_is_started_for_the_run_and_stopped(monkeypatch
 def test_no_start_or_stop_when_running_missing_or_failing(monkeypatch, tmp_path, config, running, installed,
                                                           starts, expected):
     fake = FakeServer(running=running, starts=starts)
-    fake.install(monkeypatch)
+    fake.install(monkeypatch, tmp_path)
     monkeypatch.setattr(demo, "_mariadb_installed", lambda: installed)
     with demo.dbbench_backend(config, str(tmp_path)) as (_, how):
         assert how.startswith(expected), how
@@ -59,7 +91,7 @@ def test_no_start_or_stop_when_running_missing_or_failing(monkeypatch, tmp_path,
 
 def test_stored_sqlite_baselines_pin_sqlite_and_start_nothing(monkeypatch, tmp_path, config):
     fake = FakeServer()
-    fake.install(monkeypatch)
+    fake.install(monkeypatch, tmp_path)
     monkeypatch.setattr(demo, "_mariadb_installed", lambda: True)
     batch = tmp_path / "baseline" / "heldout" / "dbbench" / "seed0_batch_000"
     batch.mkdir(parents=True)
