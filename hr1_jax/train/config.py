@@ -64,7 +64,6 @@ def defaults() -> ml_collections.ConfigDict:
     # 100 rows: seconds; a 9B run's thousands: skip)
     c.grpo.start_greedy_baseline = False
     c.grpo.permute_rewards = False  # null control: shuffle each round's rewards across its samples
-    c.grpo.response_protocol = "prefill_think_patch"
 
     c.teacher = ml_collections.ConfigDict()
     c.teacher.kind = "template"
