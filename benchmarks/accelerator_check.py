@@ -43,7 +43,7 @@ from hr1_jax import parallel  # noqa: E402
 from hr1_jax.models import ModelConfig, build_model  # noqa: E402
 from hr1_jax.models.flops import flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
-from hr1_jax.models.train_step import ShardedTrainer  # noqa: E402
+from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 
 _HYBRID = ("linear_attention",) * 3 + ("full_attention",)

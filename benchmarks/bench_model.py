@@ -69,7 +69,7 @@ from hr1_jax import parallel  # noqa: E402
 from hr1_jax.models import ModelConfig, build_model, save_hf_checkpoint  # noqa: E402
 from hr1_jax.models.flops import decode_flops_per_token, flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
-from hr1_jax.models.train_step import ShardedTrainer  # noqa: E402
+from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 
 CONFIGS = {

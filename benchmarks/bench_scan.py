@@ -38,7 +38,7 @@ from flax import nnx  # noqa: E402
 
 from hr1_jax.models import ModelConfig, abstract_model, build_model  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
-from hr1_jax.models.train_step import make_ce_step  # noqa: E402
+from hr1_jax.train.ce_step import make_ce_step  # noqa: E402
 from hr1_jax.train.state import TrainState  # noqa: E402
 
 # Qwen3.5-9B text decoder widths (HF config); depth varies.

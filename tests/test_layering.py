@@ -143,8 +143,6 @@ def violations(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
 
 # Today's breaks, each waiting for the move that removes it (issue 16); a fix deletes its line.
 KNOWN_VIOLATIONS = {
-    ("hr1_jax.models.train_step", "hr1_jax.train.state"):
-        "the CE-only ShardedTrainer moves out of models/ (item 2; waits for the models/ work in flight)",
     ("hr1_jax.train.demo", "hr1_jax.rollout.cli"):
         "batch_packets moves into the one episodes -> packet -> row builder (item 3)",
     ("hr1_jax.eval.evaluate", "hr1_jax.rollout.cli"):

@@ -2,6 +2,7 @@
 
   losses.py      GRPO group advantages, PPO-clip / TIS / KL / entropy loss (numerator, denominator)
   state.py       train state, AdamW + schedules, optimiser-state shardings
+  ce_step.py     plain sharded next-token CE step + ShardedTrainer (equality tests, model benchmarks)
   sft_step.py    jitted sharded SFT step (prefill-protocol loss mask, grad accumulation)
   grpo_step.py   jitted sharded GRPO update, chunked fp32 log-probs, per-host batch assembly
   data.py        grain pipelines: benchmark-pure RL prompt groups, bucketed SFT batches, rollout buffer

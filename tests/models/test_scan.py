@@ -19,7 +19,7 @@ from hr1_jax.models.hf_io import CheckpointError
 from hr1_jax.models.model import loop_locations, stacked_location
 from hr1_jax.models.sampler import Sampler
 from hr1_jax.models.tokenizer import load_tokenizer
-from hr1_jax.models.train_step import ce_loss
+from hr1_jax.train.ce_step import ce_loss
 from tests.models.numerics import reorder_tol
 
 GDN, FULL = "linear_attention", "full_attention"

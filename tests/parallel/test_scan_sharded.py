@@ -14,7 +14,7 @@ from hr1_jax import parallel
 from hr1_jax.models import load_hf_checkpoint, save_hf_checkpoint
 from hr1_jax.models.sampler import Sampler
 from hr1_jax.models.tokenizer import load_tokenizer
-from hr1_jax.models.train_step import ShardedTrainer
+from hr1_jax.train.ce_step import ShardedTrainer
 from hr1_jax.parallel import config as pconfig
 from tests.models.test_scan import (T, assert_grads_match, assert_loss_matches, flat_params, loop_and_scan,
                                     loss_and_grads, make_batch, with_cfg)

@@ -8,7 +8,7 @@ from flax import nnx
 
 from hr1_jax import parallel
 from hr1_jax.models import ModelConfig, build_model
-from hr1_jax.models.train_step import ShardedTrainer
+from hr1_jax.train.ce_step import ShardedTrainer
 from hr1_jax.parallel import config as pconfig
 
 QWEN3 = ModelConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,

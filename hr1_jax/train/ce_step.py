@@ -1,6 +1,6 @@
 """A plain sharded next-token cross-entropy train step (AdamW), jitted with explicit in/out
-shardings and donation. Used by the sharded==unsharded equality test and the model benchmark; the
-SFT/GRPO steps in hr1_jax/train share its train-state/sharding helpers.
+shardings and donation, on train/state.py's train state and shardings. Used by the sharded==unsharded
+equality test and the model benchmarks (a learner's step without the harness rows around it).
 
 batch = {"input_ids" int [B,T], "attention_mask" bool [B,T] (left padding = False),
          "loss_mask" bool [B,T] (which *target* tokens count; position 0 is never a target)}.
