@@ -147,10 +147,6 @@ KNOWN_VIOLATIONS = {
         "batch_packets moves into the one episodes -> packet -> row builder (item 3)",
     ("hr1_jax.eval.evaluate", "hr1_jax.rollout.cli"):
         "build_rows moves into the one episodes -> packet -> row builder (item 3)",
-    ("hr1_jax.train.sft", "hr1_jax.train.grpo_step"):
-        "jit_step / to_global move to a step module both learners share (item 2)",
-    ("hr1_jax.train.sft_step", "hr1_jax.train.grpo_step"):
-        "response_logprobs moves to a step module both learners share (item 2)",
     ("hr1_jax.train.evaluate", "hr1_jax.train.grpo"):
         "prompt_ids belongs with the rows/prompts, not in the GRPO loop (item 3)",
     ("hr1_jax.train.demo", "envs.dbbench.server"):

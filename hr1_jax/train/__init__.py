@@ -4,7 +4,8 @@
   state.py       train state, AdamW + schedules, optimiser-state shardings
   ce_step.py     plain sharded next-token CE step + ShardedTrainer (equality tests, model benchmarks)
   sft_step.py    jitted sharded SFT step (prefill-protocol loss mask, grad accumulation)
-  grpo_step.py   jitted sharded GRPO update, chunked fp32 log-probs, per-host batch assembly
+  step.py        step plumbing both learners share: chunked fp32 log-probs, [A, M] batch shardings, jit
+  grpo_step.py   jitted sharded GRPO update (micro-batch scan, exact gradient accumulation)
   data.py        grain pipelines: benchmark-pure RL prompt groups, bucketed SFT batches, rollout buffer
   checkpoint.py  orbax CheckpointManager: state + RNG key + data-iterator state, async, resume
   engine.py      mesh + tokenizer + model (+ stage handoff / HF export) + sampler weight moves

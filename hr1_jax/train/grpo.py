@@ -34,8 +34,9 @@ from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
 from hr1_jax.train.data import buffer_dataset, render_prompt, rl_group_dataset, row_benchmark
 from hr1_jax.train.engine import Engineer, save_params
-from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step, to_global
+from hr1_jax.train.grpo_step import grpo_optimizer, make_grpo_step
 from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
+from hr1_jax.train.step import jit_step, logprobs_fn, to_global
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress

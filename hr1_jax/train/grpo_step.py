@@ -15,23 +15,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from hr1_jax.models.logprobs import sequence_logprobs
 from hr1_jax.train.losses import LossConfig, aggregate, policy_loss
 from hr1_jax.train.state import TrainState, global_norm, make_optimizer
-
-
-def response_logprobs(graphdef, params, rest, input_ids, attention_mask, *, with_entropy: bool = False,
-                      chunk_size: int = 1024, temperature: float = 1.0, valid_vocab_size: int | None = None):
-    """fp32 log-probs of `input_ids[:, 1:]` (chunked: full logits never materialise) and, optionally,
-    per-token entropy, under the temperature-scaled policy the sampler drew from: a softmax over the
-    tokenizer's `valid_vocab_size` ids, as the sampler masks padded vocabulary rows."""
-    model = nnx.merge(graphdef, params, rest)
-    return sequence_logprobs(model, input_ids, attention_mask, chunk_size=chunk_size,
-                             temperature=temperature, with_entropy=with_entropy,
-                             valid_vocab_size=valid_vocab_size)
+from hr1_jax.train.step import response_logprobs
 
 
 def _sum_trees(a, b):
@@ -40,7 +27,7 @@ def _sum_trees(a, b):
 
 def make_grpo_step(graphdef, rest, tx, loss_cfg: LossConfig, *, with_entropy: bool = False,
                    chunk_size: int = 1024, temperature: float = 1.0, valid_vocab_size: int | None = None):
-    """A pure `step(state, batch) -> (state, metrics)` (jit it with `jit_step`)."""
+    """A pure `step(state, batch) -> (state, metrics)` (jit it with `step.jit_step`)."""
 
     def micro_loss(params, mb, den):
         logp, entropy = response_logprobs(graphdef, params, rest, mb["input_ids"], mb["attention_mask"],
@@ -85,40 +72,7 @@ def make_grpo_step(graphdef, rest, tx, loss_cfg: LossConfig, *, with_entropy: bo
     return step
 
 
-def batch_shardings(mesh: Mesh, batch_axes=("data", "fsdp")):
-    """[A, M, ...] batch arrays: M over the batch mesh axes, everything else replicated."""
-    axes = tuple(a for a in batch_axes if mesh.shape[a] > 1)
-    return NamedSharding(mesh, P(None, axes if axes else None))
-
-
-def to_global(local_batch: dict, mesh: Mesh) -> dict:
-    """This host's rows `[A, M_local, ...]` -> global `[A, M, ...]` arrays in the step's input layout
-    (multi-host data loading; on one host it is a plain sharded device_put)."""
-    sh = batch_shardings(mesh)
-    return {k: jax.make_array_from_process_local_data(sh, v) for k, v in local_batch.items()}
-
-
-def jit_step(step_fn, state_sh: TrainState, mesh: Mesh):
-    """jit with explicit in/out shardings and the state donated (no silent recompiles/reshards)."""
-    data_sh = batch_shardings(mesh)
-    return jax.jit(step_fn, in_shardings=(state_sh, data_sh), out_shardings=(state_sh, None),
-                   donate_argnums=(0,))
-
-
 def grpo_optimizer(g):
     """Constant-lr AdamW of the reference RL run (β2 0.98, weight decay 0.1, clip 1.0)."""
     return make_optimizer(g.lr, weight_decay=g.weight_decay, b1=0.9, b2=g.beta2, grad_clip=g.grad_clip)
 
-
-def logprobs_fn(graphdef, rest, *, chunk_size: int = 1024, temperature: float = 1.0,
-                valid_vocab_size: int | None = None):
-    """Jitted log-probs for a [B, L] batch: the trainer's pre-update anchor, or a frozen reference."""
-
-    @jax.jit
-    def fn(params, input_ids, attention_mask):
-        logp, _ = response_logprobs(graphdef, params, rest, input_ids, attention_mask,
-                                    chunk_size=chunk_size, temperature=temperature,
-                                    valid_vocab_size=valid_vocab_size)
-        return logp
-
-    return fn

@@ -16,9 +16,9 @@ from hr1_jax.data.rows import read_jsonl
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like
 from hr1_jax.train.data import sft_dataset, sft_example
 from hr1_jax.train.engine import Engineer
-from hr1_jax.train.grpo_step import jit_step, to_global
 from hr1_jax.train.sft_step import make_sft_step, sft_optimizer
 from hr1_jax.train.state import warmup_cosine
+from hr1_jax.train.step import jit_step, to_global
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
 from hr1_jax.utils.tensorboard import TensorBoardWriter

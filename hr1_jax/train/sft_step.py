@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from hr1_jax.train.grpo_step import response_logprobs
 from hr1_jax.train.state import TrainState, global_norm, make_optimizer, warmup_cosine
+from hr1_jax.train.step import response_logprobs
 
 
 def make_sft_step(graphdef, rest, tx, *, chunk_size: int = 1024, valid_vocab_size: int | None = None):

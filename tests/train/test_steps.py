@@ -12,10 +12,11 @@ from hr1_jax.models.sampler import Sampler
 from hr1_jax.models.tokenizer import load_tokenizer
 from hr1_jax.parallel import make_mesh
 from hr1_jax.parallel.config import rules_tuple
-from hr1_jax.train.grpo_step import grpo_optimizer, jit_step, logprobs_fn, make_grpo_step
+from hr1_jax.train.grpo_step import grpo_optimizer, make_grpo_step
 from hr1_jax.train.losses import LossConfig
 from hr1_jax.train.sft_step import make_sft_step, sft_optimizer
 from hr1_jax.train.state import init_state, split_model, state_sharding
+from hr1_jax.train.step import jit_step, logprobs_fn
 from tests.models.numerics import reorder_tol
 
 CFG = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
