@@ -147,8 +147,6 @@ KNOWN_VIOLATIONS = {
         "batch_packets moves into the one episodes -> packet -> row builder (item 3)",
     ("hr1_jax.eval.evaluate", "hr1_jax.rollout.cli"):
         "build_rows moves into the one episodes -> packet -> row builder (item 3)",
-    ("hr1_jax.train.evaluate", "hr1_jax.train.grpo"):
-        "prompt_ids belongs with the rows/prompts, not in the GRPO loop (item 3)",
     ("hr1_jax.train.demo", "envs.dbbench.server"):
         "the demo starts the DBBench server itself; a benchmark's services go behind its interface (item 1)",
     ("hr1_jax.train.teacher.signals", "envs.alfworld.tasks"):

@@ -79,6 +79,11 @@ def render_prompt(tokenizer: Tokenizer, messages: Sequence[dict]) -> list[int]:
     return tokenizer.encode(head + ASSISTANT_OPEN + PREFILL)
 
 
+def prompt_ids(tokenizer: Tokenizer, row: dict) -> list[int]:
+    """An RL row's prompt tokens, rendered exactly as SFT renders its rows (`render_prompt`)."""
+    return render_prompt(tokenizer, row["prompt"])
+
+
 # --------------------------------------------------------------------------------------- SFT rows
 
 def sft_example(messages: Sequence[dict], tokenizer: Tokenizer) -> dict:

@@ -12,14 +12,13 @@ import jax
 import numpy as np
 
 from hr1_jax.rollout.reward import RewardContext, score_group
+from hr1_jax.train.data import prompt_ids
 
 STOP = ("</patch>",)
 
 
 def engineer_responses(sampler, tokenizer, rows: list[dict], *, max_new_tokens: int, batch_size: int = 16,
                        seed: int = 0, temperature: float = 0.0, top_p: float = 1.0) -> list[str]:
-    from hr1_jax.train.grpo import prompt_ids
-
     out: list[str] = []
     key = jax.random.key(seed)
     for start in range(0, len(rows), batch_size):

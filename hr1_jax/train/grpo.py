@@ -32,7 +32,7 @@ from hr1_jax.data.rows import read_jsonl
 from hr1_jax.models.flops import flops_per_token
 from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
-from hr1_jax.train.data import buffer_dataset, render_prompt, rl_group_dataset, row_benchmark
+from hr1_jax.train.data import buffer_dataset, prompt_ids, rl_group_dataset, row_benchmark
 from hr1_jax.train.engine import Engineer, save_params
 from hr1_jax.train.grpo_step import grpo_optimizer, make_grpo_step
 from hr1_jax.train.losses import LossConfig, finalize_metrics, group_advantages
@@ -59,11 +59,6 @@ class Sample:
     valid: bool = False           # reward known (not eval_failed)
     result: object = None
     advantage: float = 0.0
-
-
-def prompt_ids(tokenizer, row: dict) -> list[int]:
-    """An RL row's prompt tokens, rendered exactly as SFT renders its rows (`render_prompt`)."""
-    return render_prompt(tokenizer, row["prompt"])
 
 
 def _bucket(n: int) -> int:

@@ -17,7 +17,8 @@ import pytest
 
 from hr1_jax.config import base_config
 from hr1_jax.data.rows import rl_row, write_jsonl
-from hr1_jax.train.grpo import GRPOTrainer, prompt_ids
+from hr1_jax.train.data import prompt_ids
+from hr1_jax.train.grpo import GRPOTrainer
 from hr1_jax.train.sft import run_sft
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -9,9 +9,8 @@ from fixtures.hf_engineer import save_tokenizer
 from hr1_jax.data.rows import sft_row
 from hr1_jax.models.tokenizer import format_chat, load_tokenizer
 from hr1_jax.train.compact import SYSTEM, compact_user
-from hr1_jax.train.data import render_prompt, sft_example
+from hr1_jax.train.data import prompt_ids, render_prompt, sft_example
 from hr1_jax.train.evaluate import engineer_responses
-from hr1_jax.train.grpo import prompt_ids
 
 # How each template alone opens the assistant turn with thinking on: Qwen3 leaves <think> to the model.
 TEMPLATE_OPENINGS = {"qwen3": "<|im_start|>assistant\n", "qwen3_5": "<|im_start|>assistant\n<think>\n"}
