@@ -10,6 +10,8 @@ paths the registry imports on use. docs/adding-a-benchmark.md walks through a ne
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from typing import Callable
 
 
@@ -41,6 +43,57 @@ class ReportColumns:
 
 
 @dataclasses.dataclass(frozen=True)
+class TeacherSignals:
+    """Which failure modes of the benchmark's teacher library a failure packet shows (the template
+    teacher's evidence, hr1_jax/train/teacher/signals.py). Detectors read only the packet text
+    the engineer sees, never hidden task data."""
+    trace_start: re.Pattern         # the line that opens one failure trace in the packet
+    detect: Callable[[str], set]    # one trace's text -> names of the library modules it evidences
+
+
+def call_args(raw: str) -> dict:
+    """A traced tool call's JSON arguments ({} when they are not a JSON object)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoTasks:
+    """A benchmark's default part in `hr1 demo` (config `train.demo.<name>`, which users override
+    key by key): the splits and task ranges ("a:b") of its train, held-out and validation rows."""
+    train_split: str
+    train_tasks: str
+    heldout_split: str
+    heldout_tasks: str
+    val_split: str
+    notes: tuple[str, ...] = ()     # lines the demo's report carries
+
+
+# The generic trace packet's size limits (config `rollout.packet.<name>` overrides them key by key).
+TRACE_LIMITS = (("max_obs_chars", 1200), ("max_assistant_chars", 600), ("max_approx_tokens", 18000))
+
+
+@dataclasses.dataclass(frozen=True)
+class Packets:
+    """How the engineer's failure packet is built from a batch's baseline episodes
+    (hr1_jax/rollout/packets.py). The defaults give the generic trace packet, so a benchmark
+    without special rules declares nothing."""
+    title: str = ""                   # the trace packet's display name ("" = the benchmark's name)
+    also_forbid: str = ""             # what else the engineer must not encode ("" = nothing)
+    # "module:function" (actions [(tool, first argument)], observations) -> its runtime-signal
+    # lines of one trace ("" = the generic action/observation counts).
+    signals: str = ""
+    # "module:function" building its own packet instead of the trace packet:
+    # (batch name, scored episodes, task_ids, *, threshold, max_failures (None = its own cap),
+    # **limits) -> (markdown, failures included). "" = the trace packet.
+    evidence: str = ""
+    limits: tuple[tuple[str, int], ...] = TRACE_LIMITS   # its builder's size limits
+
+
+@dataclasses.dataclass(frozen=True)
 class Benchmark:
     """One benchmark's plug-in. `name` is its registry key, its config section and `Task.benchmark`."""
     name: str
@@ -54,3 +107,15 @@ class Benchmark:
     config_section: str = ""          # module with its config section's defaults() / validate(); "" = none
     family_of: Callable[[dict], str] = _no_family   # an episode's task family ("" = none)
     eval_notes: tuple[str, ...] = ()                # lines every evaluation report carries
+    # Its place in training's benchmark order (the demo's rows and tokenizer corpus, the teacher
+    # library); ties keep the registry's order. Reports use the registry's order.
+    rank: int = 100
+    teacher_signals: str = ""       # "module:attr" of its TeacherSignals ("" = no teacher evidence)
+    demo: DemoTasks | None = None   # its default task sets in `hr1 demo` (None = not in the demo)
+    # "module:function" of what a run using it needs started (e.g. a database server):
+    # (config, recorded) -> a context manager around the run yielding (config, how its backend was
+    # chosen); recorded(key) lists the values of final[key] the run's stored results recorded.
+    # "" = none (envs.registry.services passes the config through).
+    services: str = ""
+    packets: Packets = Packets()    # how its failure packets are built (rollout)
+    summary_note: str = ""          # a line every rollout summary of it carries ("" = none)

@@ -98,3 +98,24 @@ def pin_run_config(config_dict: dict) -> dict:
         if isinstance(out.get(name), dict):
             out[name] = env_class(name).pin_run_section(out[name])
     return out
+
+
+def training_order() -> tuple[str, ...]:
+    """The registered benchmarks in training's order (descriptor `rank`; ties keep the registry's)."""
+    return tuple(sorted(names(), key=lambda name: benchmark(name).rank))
+
+
+@contextlib.contextmanager
+def services(benchmarks, config, recorded):
+    """Runs what the named benchmarks need (their descriptors' `services`) around the block:
+    yields (config, {benchmark: how its backend was chosen}) for those that declare any, config as
+    they adjusted it; `recorded(benchmark, key)` lists the values of final[key] the run's stored
+    results recorded. Services end in reverse order when the block ends."""
+    how = {}
+    with contextlib.ExitStack() as stack:
+        for name in benchmarks:
+            path = benchmark(name).services
+            if path:
+                config, how[name] = stack.enter_context(
+                    import_object(path)(config, lambda key, name=name: recorded(name, key)))
+        yield config, how

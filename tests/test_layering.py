@@ -149,8 +149,6 @@ KNOWN_VIOLATIONS = {
         "build_rows moves into the one episodes -> packet -> row builder (item 3)",
     ("hr1_jax.train.demo", "envs.dbbench.server"):
         "the demo starts the DBBench server itself; a benchmark's services go behind its interface (item 1)",
-    ("hr1_jax.train.teacher.signals", "envs.alfworld.tasks"):
-        "the teacher library and its detectors move into the benchmark folders (item 1)",
 }
 
 

@@ -1,7 +1,7 @@
 """ALFWorld's descriptor: the real TextWorld games, reported per task family (the paper's columns)."""
 from __future__ import annotations
 
-from envs.plugin import Benchmark, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, ReportColumns
 
 # task families in the paper's column order, with their short main-table headers
 FAMILIES = (("pick_and_place", "ALF Pick"), ("look_at_obj", "ALF Look"), ("pick_clean_then_place", "ALF Clean"),
@@ -27,4 +27,8 @@ BENCHMARK = Benchmark(
     data_source=lambda section, recorded: "ALFWorld: the real TextWorld games (ALFWorld 0.4.0 files)",
     family_of=family_of,
     eval_notes=("ALFWorld test split: 432 of the 500 Harness-R1 test games are available",),
+    rank=1,
+    teacher_signals="envs.alfworld.teacher_signals:SIGNALS",
+    demo=DemoTasks(train_split="train", train_tasks="0:15", heldout_split="dev", heldout_tasks="0:10",
+                   val_split="train"),
 )

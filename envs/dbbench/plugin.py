@@ -2,7 +2,7 @@
 recorded."""
 from __future__ import annotations
 
-from envs.plugin import Benchmark, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, ReportColumns
 
 
 def data_source(section: dict, recorded) -> str:
@@ -20,4 +20,9 @@ BENCHMARK = Benchmark(
     test_split="test",
     report=ReportColumns(title="DBBench", success="DBBench success", ablation="DBBench"),
     data_source=data_source,
+    rank=0,
+    teacher_signals="envs.dbbench.teacher_signals:SIGNALS",
+    demo=DemoTasks(train_split="dev", train_tasks="0:40", heldout_split="test", heldout_tasks="0:20",
+                   val_split="dev"),
+    services="envs.dbbench.services:mariadb",
 )

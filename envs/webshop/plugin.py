@@ -3,7 +3,7 @@ product and goal files), reported as mean score and success; its columns carry t
 whose note names the data."""
 from __future__ import annotations
 
-from envs.plugin import Benchmark, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, ReportColumns
 
 MARK = "‡"
 REAL = "WebShop REAL data"   # webshop.data_dir: the real product and goal files
@@ -32,4 +32,9 @@ BENCHMARK = Benchmark(
     report=ReportColumns(title="WebShop", success=f"WebShop success{MARK}", ablation=f"WebShop success{MARK}",
                          score=f"WebShop score{MARK}", mark=MARK, footnote=footnote),
     data_source=data_source,
+    rank=2,
+    teacher_signals="envs.webshop.teacher_signals:SIGNALS",
+    demo=DemoTasks(train_split="train", train_tasks="0:20", heldout_split="test", heldout_tasks="0:10",
+                   val_split="train",
+                   notes=("WebShop is the project's substitute environment, not the original WebShop.",)),
 )

@@ -6,7 +6,9 @@ with the same sampling settings; the rest stay queued, in order, for the next ba
 rounded so few programs compile (each new shape compiles once, seconds to a minute on a loaded CPU):
 the batch to a power of two (filled with copies of the first prompt, whose output is dropped), the
 prompt width to a power of two of at least `min_prompt_bucket`, the decode length to a power of two. Each
-request then gets its own result cut at its own `max_tokens`.
+request then gets its own result cut at its own `max_tokens`, and a request that offers tools goes
+through `guide` (`serve.guided.Guide`: its tool call made well formed); a guide failure fails that
+request only.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ class GenRequest:
     temperature: float = 1.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
+    tools: object = None     # serve.guided.ToolPolicy: the declared tools and tool_choice (None: text only)
     future: concurrent.futures.Future = dataclasses.field(default_factory=concurrent.futures.Future)
 
     @property
@@ -51,11 +54,11 @@ def pow2_at_least(n: int, floor: int) -> int:
 
 class Batcher:
     def __init__(self, sampler, *, max_batch: int = 8, window_s: float = 0.01, seed: int = 0,
-                 min_prompt_bucket: int = 256):
+                 min_prompt_bucket: int = 256, guide=None):
         if max_batch < 1 or window_s < 0 or min_prompt_bucket < 1:
             raise ValueError("max_batch and min_prompt_bucket must be >= 1, window_s >= 0")
         self.sampler, self.max_batch, self.window_s = sampler, max_batch, window_s
-        self.min_prompt_bucket = min_prompt_bucket
+        self.min_prompt_bucket, self.guide = min_prompt_bucket, guide
         self._key = jax.random.key(seed)
         self._queue: collections.deque[GenRequest] = collections.deque()
         self._cv = threading.Condition()
@@ -107,13 +110,16 @@ class Batcher:
                     r.future.set_exception(e)
                 continue
             for r, res in zip(batch, results):
-                r.future.set_result(res)
+                if isinstance(res, Exception):
+                    r.future.set_exception(res)
+                else:
+                    r.future.set_result(res)
         with self._cv:   # closed: requests still queued fail instead of waiting forever
             for r in self._queue:
                 r.future.set_exception(RuntimeError("server shut down before decoding this request"))
             self._queue.clear()
 
-    def _decode(self, batch: list[GenRequest]) -> list[GenResult]:
+    def _decode(self, batch: list[GenRequest]) -> list[GenResult | Exception]:
         first = batch[0]
         width = pow2_at_least(len(batch), 1)
         prompts = [r.prompt_ids for r in batch] + [first.prompt_ids] * (width - len(batch))
@@ -124,15 +130,30 @@ class Batcher:
         out = self.sampler.generate(prompts, key=key, max_new_tokens=new_tokens, temperature=first.temperature,
                                     top_p=first.top_p, stop=first.stop)
         dt = time.monotonic() - t0
-        results = [self._cut(r, res) for r, res in zip(batch, out)]
+        results = [self._guided(r, self._cut(r, res)) for r, res in zip(batch, out)]
         st = self.stats
         st["batches"] += 1
         st["batched_requests"] += len(batch)
         st["max_batch_seen"] = max(st["max_batch_seen"], len(batch))
         st["prompt_tokens"] += sum(len(r.prompt_ids) for r in batch)
-        st["completion_tokens"] += sum(len(x.tokens) for x in results)
+        st["completion_tokens"] += sum(len(x.tokens) for x in results if isinstance(x, GenResult))
         st["decode_s"] += dt
         return results
+
+    def _guided(self, req: GenRequest, res: GenResult) -> GenResult | Exception:
+        """The result with its tool call made well formed (usage then counts the reply's own tokens)."""
+        if self.guide is None or req.tools is None:
+            return res
+        self._key, key = jax.random.split(self._key)
+        try:
+            text = self.guide(req, res.text, key)
+        except Exception as e:   # this request fails, its batch-mates are answered
+            log_event("serve", "guide_failed", error=f"{type(e).__name__}: {e}"[:300])
+            self.stats["errors"] += 1
+            return e
+        if text is None:
+            return res
+        return GenResult(text, self.sampler.tokenizer.encode(text), "stop")
 
     def _cut(self, req: GenRequest, res) -> GenResult:
         """A result within the request's own max_tokens (the batch may have decoded further)."""

@@ -40,6 +40,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--enable_thinking", action="store_true",
                     help="render prompts with thinking on unless a request's chat_template_kwargs says otherwise "
                          "(default off: a target)")
+    ap.add_argument("--guided_tools", choices=["on", "off"], default="on",
+                    help="make tool calls name a declared tool with JSON arguments fitting its schema and enforce "
+                         "tool_choice (serve/guided.py); off: the model's text as it is, calls parsed when well formed")
     ap.add_argument("--param_dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (temperature > 0)")
     args = ap.parse_args(snake_case_flags(argv))
@@ -64,7 +67,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     with ChatServer(sampler, tokenizer, opts, host=args.host, port=args.port, max_batch=args.max_batch,
                     window_s=args.batch_window_ms / 1000.0, seed=args.seed,
-                    min_prompt_bucket=args.min_prompt_bucket) as srv:
+                    min_prompt_bucket=args.min_prompt_bucket, guided_tools=args.guided_tools == "on") as srv:
         log_event("serve", "ready", model=opts.model_id, base_url=srv.base_url, tokenizer=tokenizer.source)
         print(f"hr1 serve: {opts.model_id} at {srv.base_url}", file=sys.stderr, flush=True)
         try:

@@ -18,6 +18,7 @@ import uuid
 from hr1_jax.agents.tool_repair import repair_message
 from hr1_jax.models.tokenizer import THINK_CLOSE, THINK_OPEN
 from hr1_jax.serve.batcher import GenRequest
+from hr1_jax.serve.guided import ToolPolicy
 
 TOOL_CHOICES = ("none", "auto", "required")
 
@@ -73,22 +74,24 @@ def _messages(body: dict) -> list[dict]:
     return out
 
 
-def _tools(body: dict) -> tuple[list[dict], set[str] | None]:
-    """(tool specs, the names tool calls may use; None = no tool calls parsed)."""
+def _tools(body: dict) -> tuple[list[dict], ToolPolicy | None]:
+    """(tool specs, the tool-call policy; None = tool_choice "none" or no tools: the reply stays text)."""
     tools = body.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("function"), dict)
                                               and isinstance(t["function"].get("name"), str) for t in tools):
         raise APIError(400, "tools must be a list of {type: function, function: {name, ...}}", "tools")
-    names = {t["function"]["name"] for t in tools}
+    functions = tuple((t["function"]["name"], t["function"]) for t in tools)
     choice = body.get("tool_choice", "auto") or "auto"
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name")
-        if name not in names:
+        if name not in dict(functions):
             raise APIError(400, f"tool_choice names a tool that is not in tools: {name!r}", "tool_choice")
-        return tools, {name}
+        return tools, ToolPolicy(functions, "named", name)
     if choice not in TOOL_CHOICES:
         raise APIError(400, f"tool_choice must be one of {TOOL_CHOICES} or a function object", "tool_choice")
-    return tools, (names or None) if choice != "none" else None
+    if choice == "required" and not tools:
+        raise APIError(400, 'tool_choice "required" needs tools', "tool_choice")
+    return tools, ToolPolicy(functions, choice) if tools and choice != "none" else None
 
 
 def _stop(body: dict) -> tuple[str, ...]:
@@ -137,6 +140,7 @@ def parse_request(tokenizer, body: dict, opts: ServeOptions) -> GenRequest:
         raise APIError(400, "stream=true is not supported", "stream")
     if body.get("n", 1) != 1:
         raise APIError(400, "only n=1 is supported", "n")
+    _, policy = _tools(body)
     try:
         ids = tokenizer.encode(render(tokenizer, body, opts))
     except ValueError as e:   # messages the chat template cannot render (e.g. tool-call arguments not JSON)
@@ -152,12 +156,13 @@ def parse_request(tokenizer, body: dict, opts: ServeOptions) -> GenRequest:
         raise APIError(400, f"max_tokens / max_completion_tokens must be a positive integer, got {limit!r}",
                        "max_tokens")
     return GenRequest(prompt_ids=ids, max_tokens=min(limit, room), temperature=_number(body, "temperature", 1.0, 0, 2),
-                      top_p=_number(body, "top_p", 1.0, 1e-9, 1.0), stop=_stop(body))
+                      top_p=_number(body, "top_p", 1.0, 1e-9, 1.0), stop=_stop(body), tools=policy)
 
 
 def completion(body: dict, req: GenRequest, result, opts: ServeOptions) -> dict:
     """The chat completion of a decode result."""
-    _, allowed = _tools(body)
+    _, policy = _tools(body)
+    allowed = set(policy.names) if policy else None
     text, reasoning = result.text, None
     if THINK_CLOSE in text:   # thinking on: the reasoning before </think> (vLLM's reasoning parser)
         reasoning, text = text.split(THINK_CLOSE, 1)

@@ -6,7 +6,7 @@ layout) and returns the project's `Sampler`. `ChatServer` fronts it with a stdli
 `ThreadingHTTPServer` (one thread per connection) and one `Batcher` (one decode thread):
   GET  /v1/models            the served model
   POST /v1/chat/completions  tools, tool_choice, tool_calls in the reply, usage
-  GET  /health               {"ok": true, "stats": ...}
+  GET  /health               {"ok": true, "stats": ..., "guided_tools": ...}
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import threading
 
 from hr1_jax.errors import InputError
 from hr1_jax.serve.batcher import Batcher
+from hr1_jax.serve.guided import Guide, json_call_format
 from hr1_jax.serve.openai_api import APIError, ServeOptions, completion, parse_request
 from hr1_jax.utils.logging import log_event
 
@@ -71,7 +72,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": [{"id": owner.opts.model_id, "object": "model",
                                                          "owned_by": "hr1", "max_model_len": owner.opts.max_model_len}]})
         elif path.endswith("/health"):
-            self._send(200, {"ok": True, "stats": dict(owner.batcher.stats)})
+            guide = owner.batcher.guide
+            self._send(200, {"ok": True, "stats": dict(owner.batcher.stats),
+                             "guided_tools": dict(guide.stats) if guide else None})
         else:
             self._send(404, APIError(404, f"no route {self.path}", kind="not_found_error").body())
 
@@ -109,10 +112,15 @@ class ChatServer:
 
     def __init__(self, sampler, tokenizer, opts: ServeOptions, *, host: str = "127.0.0.1", port: int = 0,
                  max_batch: int = 8, window_s: float = 0.01, seed: int = 0, request_timeout_s: float = 3600.0,
-                 min_prompt_bucket: int = 256):
+                 min_prompt_bucket: int = 256, guided_tools: bool = True):
         self.tokenizer, self.opts, self.request_timeout_s = tokenizer, opts, request_timeout_s
+        guide = None
+        if guided_tools and json_call_format(tokenizer):
+            guide = Guide(sampler, min_prompt_bucket=min_prompt_bucket)
+        elif guided_tools:   # e.g. Qwen3.5's XML calls: parsed and filtered to declared names, not guided
+            log_event("serve", "guided_tools_off", reason="the chat template's tool-call format is not Hermes JSON")
         self.batcher = Batcher(sampler, max_batch=max_batch, window_s=window_s, seed=seed,
-                               min_prompt_bucket=min_prompt_bucket)
+                               min_prompt_bucket=min_prompt_bucket, guide=guide)
         self.httpd = http.server.ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.owner = self
