@@ -16,6 +16,7 @@ import inspect
 import os
 import sys
 
+from envs.registry import names as benchmark_names
 from hr1_jax.config import ConfigError
 from hr1_jax.config_files import (check_overrides, load_config, resolve_config, shipped_config_names,
                                   split_config_flag)
@@ -40,8 +41,8 @@ class Stage:
         return bool(self.sections)
 
 
-# what the rollout workers and the paired-rerun reward read
-ROLLOUT = ("target", "rollout", "runtime", "patch_protocol", "dbbench", "webshop", "alfworld")
+# what the rollout workers and the paired-rerun reward read (with every benchmark's section)
+ROLLOUT = ("target", "rollout", "runtime", "patch_protocol") + benchmark_names()
 TASKS = ("seed", "benchmark", "split", "tasks")
 ENGINEER = ("seed", "model", "mesh", "train")
 
@@ -82,7 +83,7 @@ STAGES: dict[str, Stage] = {
                        "SFT of the target on its own successful baselines (multi-turn, tool calls; resumable)",
                        "hr1 agent-sft --config=agent_sft_demo --workdir=runs/target "
                        "--config.train.agent_sft.baseline_dir=runs/base/baseline",
-                       ENGINEER + ("rollout", "dbbench", "webshop", "alfworld"), default_config="agent_sft_demo"),
+                       ENGINEER + ("rollout",) + benchmark_names(), default_config="agent_sft_demo"),
     "serve": Stage("hr1_jax.serve.cli", "main",
                    "serve a checkpoint (target or engineer) as an OpenAI-compatible endpoint (batched JAX decode)",
                    "hr1 serve --checkpoint=runs/target/final_params --port=8000"),

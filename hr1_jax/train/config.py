@@ -1,11 +1,13 @@
 """Config section `train`: SFT, GRPO, teacher, checkpoints and the embedded demo (spec §6, §7)."""
 import ml_collections
 
+from envs.registry import benchmark, training_order
 from hr1_jax.config import require
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 TEACHERS = ("template", "endpoint")
+DEMO_TASK_FIELDS = ("train_split", "train_tasks", "heldout_split", "heldout_tasks", "val_split")
 
 
 def defaults() -> ml_collections.ConfigDict:
@@ -83,19 +85,17 @@ def defaults() -> ml_collections.ConfigDict:
     c.teacher.min_delta = 0.0
     c.teacher.keep = "best"         # best: one SFT row per row (its best candidate); all: every qualifying one
 
-    # `hr1 demo`: task sets per benchmark (train rows for SFT/GRPO, held-out rows for the table).
+    # `hr1 demo`: task sets per benchmark (train rows for SFT/GRPO, held-out rows for the table), each
+    # benchmark's from its descriptor (`demo`), in training's order.
     c.demo = ml_collections.ConfigDict()
-    c.demo.benchmarks = ("dbbench", "alfworld", "webshop")
+    demos = {name: benchmark(name).demo for name in training_order() if benchmark(name).demo is not None}
+    c.demo.benchmarks = tuple(demos)
     c.demo.vocab_size = 1024
     # <part>_seeds: target seeds a part's batches are rolled out under (more packets from the same
     # tasks); val_*: GRPO's validation rows (checkpoint choice), "" tasks = no validation set
     common = dict(heldout_seeds=(0,), val_tasks="", val_seeds=(0,), batch_size=5, train_seeds=(0,))
-    c.demo.dbbench = ml_collections.ConfigDict(dict(common, train_split="dev", train_tasks="0:40", heldout_split="test",
-                                                    heldout_tasks="0:20", val_split="dev"))
-    c.demo.alfworld = ml_collections.ConfigDict(dict(common, train_split="train", train_tasks="0:15",
-                                                     heldout_split="dev", heldout_tasks="0:10", val_split="train"))
-    c.demo.webshop = ml_collections.ConfigDict(dict(common, train_split="train", train_tasks="0:20",
-                                                    heldout_split="test", heldout_tasks="0:10", val_split="train"))
+    for name, demo in demos.items():
+        c.demo[name] = ml_collections.ConfigDict(dict(common, **{f: getattr(demo, f) for f in DEMO_TASK_FIELDS}))
     c.demo.grpo_seeds = (0,)        # one GRPO run per seed from the same SFT engineer; the table averages them
     c.demo.grpo_params = "best"     # best: each run's validation-chosen best_params (final_params without one)
     c.demo.eval_samples = 4         # sampled held-out metric: samples per batch at the GRPO temperature

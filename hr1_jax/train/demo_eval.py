@@ -15,12 +15,14 @@ import os
 
 import numpy as np
 
+from envs.registry import benchmark, training_order
 from hr1_jax.data.rows import read_jsonl
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.tensorboard import TensorBoardWriter
 
 METHODS = ("no_patch", "teacher", "sft", "grpo")
-NOTES = ("WebShop is the project's substitute environment, not the original WebShop.",
+# the demo benchmarks' own lines (descriptor `demo.notes`), then the method's
+NOTES = (*(note for b in training_order() if benchmark(b).demo for note in benchmark(b).demo.notes),
          "Prompts are compact runtime-signal summaries of the failure packets (tiny CPU engineer); "
          "the tokenizer holds recurring program lines as single pieces.",
          "teacher = the template teacher's signal-chosen program (no rerun-based selection).",

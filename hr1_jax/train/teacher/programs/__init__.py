@@ -10,8 +10,8 @@ patches (stage in `nb`, soft guidance first, hard interventions only for narrow 
 own code. Every line of every module is fixed text, so a tokenizer trained on these programs
 holds common lines as single pieces and a small engineer can learn to emit them.
 
-The hook code is real Python, one module per benchmark (`dbbench.py`, `alfworld.py`,
-`webshop.py`, shared helpers in `common.py`): each holds the full program with every module's
+The hook code is real Python, one module per benchmark, named by its registry name (`dbbench.py`,
+`alfworld.py`, `webshop.py`, shared helpers in `common.py`): each holds the full program with every module's
 block marked, and this file cuts programs from that source text. A program is the chosen blocks
 in library order (independent `if`s, later blocks win), with the benchmark's fixed helper set in
 front of each hook that lists it.
@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import json
 import re
 
+from envs.registry import training_order
 from hr1_jax.data.rows import sft_assistant_text
 from hr1_jax.train.teacher.programs import common
 
-BENCHMARKS = ("dbbench", "alfworld", "webshop")
+# the registered benchmarks with a program module here, in training's order
+BENCHMARKS = tuple(b for b in training_order() if importlib.util.find_spec(f"{__name__}.{b}"))
 HOOK_DEF = "def hook(ctx, nb):\n"
 _MARK = re.compile(r"^    # (module: (\w+)|end)\n$")
 _STAGE = re.compile(r"^        stage = '(\w+)'\n$", re.M)

@@ -1,0 +1,73 @@
+"""DBBench's services (descriptor `services`): the project's MariaDB around a run that uses DBBench.
+
+A run's stored results pin the backend they recorded (reruns only pair with runs on the same
+backend). Otherwise, when MariaDB is installed and the project's server (launch/mariadb.sh) does
+not answer, it is started for the run; runs using the project's server record themselves as its
+users, and the last one to end stops a server a run started (so concurrent runs do not lose it
+under each other), never one started by hand.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import shutil
+
+from envs.dbbench import server
+from hr1_jax.utils.logging import log_event
+
+ALREADY_RUNNING = "MariaDB: the project's server, already running"
+
+
+def mariadb_installed() -> bool:
+    return any(shutil.which(n) or os.path.exists(f"/usr/sbin/{n}") for n in ("mariadbd", "mysqld"))
+
+
+def pin_recorded_backend(config, recorded):
+    """`dbbench.backend=auto` pinned to the one backend the stored results recorded."""
+    backends = recorded("backend")
+    if config.dbbench.backend != "auto" or len(backends) != 1:
+        return config
+    config = copy.deepcopy(config)
+    config.dbbench.backend = backends[0]
+    return config
+
+
+def no_server_start(db) -> str | None:
+    """Why a run with the `dbbench` section `db` does not start the project's MariaDB (what DBBench
+    uses instead), or None."""
+    if db.backend == "sqlite":
+        return "SQLite: dbbench.backend=sqlite, or this workdir's stored baselines ran on it"
+    if db.socket or db.host not in ("127.0.0.1", "localhost"):
+        return f"the MariaDB server at {db.socket or db.host}"
+    if server.is_running():
+        return ALREADY_RUNNING
+    if not mariadb_installed():
+        return "SQLite: MariaDB is not installed (launch/setup.sh installs it as root)"
+    return None
+
+
+@contextlib.contextmanager
+def mariadb(config, recorded):
+    """Yields (config, how DBBench's backend was chosen) around a run (see the module docstring);
+    `recorded(key)` lists the values of final[key] the run's stored DBBench results recorded."""
+    config = pin_recorded_backend(config, recorded)
+    reason = no_server_start(config.dbbench)
+    if reason is not None and reason != ALREADY_RUNNING:
+        yield config, reason
+        return
+    port = int(config.dbbench.port)
+    started = reason is None
+    if started:
+        ok, message = server.start(port=port)
+        log_event("demo", "mariadb_start", ok=ok, message=message)
+        if not ok:
+            yield config, f"SQLite: MariaDB did not start ({message.splitlines()[-1] if message else 'no output'})"
+            return
+        reason = "MariaDB: started for this run by launch/mariadb.sh, stopped when the last run using it ends"
+    record = server.join(started)
+    try:
+        yield config, reason
+    finally:
+        if server.leave(record):
+            log_event("demo", "mariadb_stop", message=server.stop(port=port)[1])
