@@ -43,6 +43,40 @@ class ReportColumns:
 
 
 @dataclasses.dataclass(frozen=True)
+class PatchSpec:
+    """What the patch layer (hr1_jax/patch) knows of a benchmark: the benchmark-specific sections of
+    the engineer prompt and the vocabulary and rules of patch validation. Every default is the
+    patch layer's generic choice, so a benchmark without special rules declares nothing. Prompt
+    sections left "" get the patch layer's generic text (hr1_jax/patch/prompts.py)."""
+    # --- engineer prompt (hr1_jax/patch/prompts.py)
+    schema_style: str = ""          # its prompt id; "" = "<name>_life_multihook_v1"
+    task_words: str = "agent traces"   # "You receive failed <title> <task_words>, ..."
+    min_hooks: int = 2              # the hook-count contract's lower bound
+    hook_count_note: str = ""       # an extra line of the hook-count contract ("" = none)
+    return_contracts: str = ""      # "Return contracts" section: what each hook may return here
+    design_target: str = ""         # "Design target" section: stages, when to intervene
+    variables: str = ""             # "Variables available to hooks" section: its ctx fields
+    rules: str = ""                 # "Rules" section: what counts as task leakage here
+    runtime_context: str = ""       # a section after the schema prompt ("" = none)
+    # --- validation (hr1_jax/patch/schema.py, sandbox.py, runner.py)
+    # Patterns of its task identifiers: text in any patch (whatever its benchmark) matching one is leakage.
+    id_leak_patterns: tuple[re.Pattern, ...] = ()
+    # Its numbered-instance actions ("go to cabinet 3"): a hook string literal, or a legacy
+    # force/rewrite action, of its patches that matches is rejected ("<name>_instance_leak"); a
+    # hook-returned action matching it (any benchmark) is dropped unless ctx["admissible"] has it.
+    instance_action_re: re.Pattern | None = None
+    # Legacy DSL vocabulary (kept so old patches normalise; inert under code-hook-only).
+    tools: tuple[str, ...] = ()                                 # edit_tool_hint targets
+    config_fields: tuple[tuple[str, float, float], ...] = ()    # set_config (field, low, high)
+    condition_paths: frozenset[str] = frozenset()               # readable "action.*"/"state.*"/"task.*" paths
+    path_aliases: tuple[tuple[str, str], ...] = ()              # (alias, condition path)
+    predicates: tuple[str, ...] = ()                            # names for {"pred": NAME}
+    recovery_triggers: tuple[str, ...] = ("post_step",)
+    recovery_effects: tuple[str, ...] = ("block_and_prompt", "inject_hint", "force_action", "rewrite_action")
+    legacy_effective: bool = True   # whether legacy DSL actions change its runtime at all
+
+
+@dataclasses.dataclass(frozen=True)
 class TeacherSignals:
     """Which failure modes of the benchmark's teacher library a failure packet shows (the template
     teacher's evidence, hr1_jax/train/teacher/signals.py). Detectors read only the packet text
@@ -107,6 +141,7 @@ class Benchmark:
     config_section: str = ""          # module with its config section's defaults() / validate(); "" = none
     family_of: Callable[[dict], str] = _no_family   # an episode's task family ("" = none)
     eval_notes: tuple[str, ...] = ()                # lines every evaluation report carries
+    patch: PatchSpec = PatchSpec()                  # what the patch layer knows of it
     # Its place in training's benchmark order (the demo's rows and tokenizer corpus, the teacher
     # library); ties keep the registry's order. Reports use the registry's order.
     rank: int = 100

@@ -1,6 +1,7 @@
 """ALFWorld's descriptor: the real TextWorld games, reported per task family (the paper's columns)."""
 from __future__ import annotations
 
+from envs.alfworld.patch_spec import PATCH
 from envs.plugin import Benchmark, DemoTasks, ReportColumns
 
 # task families in the paper's column order, with their short main-table headers
@@ -31,4 +32,5 @@ BENCHMARK = Benchmark(
     teacher_signals="envs.alfworld.teacher_signals:SIGNALS",
     demo=DemoTasks(train_split="train", train_tasks="0:15", heldout_split="dev", heldout_tasks="0:10",
                    val_split="train"),
+    patch=PATCH,
 )

@@ -2,6 +2,7 @@
 recorded."""
 from __future__ import annotations
 
+from envs.dbbench.patch_spec import PATCH
 from envs.plugin import Benchmark, DemoTasks, ReportColumns
 
 
@@ -25,4 +26,5 @@ BENCHMARK = Benchmark(
     demo=DemoTasks(train_split="dev", train_tasks="0:40", heldout_split="test", heldout_tasks="0:20",
                    val_split="dev"),
     services="envs.dbbench.services:mariadb",
+    patch=PATCH,
 )

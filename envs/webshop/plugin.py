@@ -4,6 +4,7 @@ whose note names the data."""
 from __future__ import annotations
 
 from envs.plugin import Benchmark, DemoTasks, ReportColumns
+from envs.webshop.patch_spec import PATCH
 
 MARK = "‡"
 REAL = "WebShop REAL data"   # webshop.data_dir: the real product and goal files
@@ -37,4 +38,5 @@ BENCHMARK = Benchmark(
     demo=DemoTasks(train_split="train", train_tasks="0:20", heldout_split="test", heldout_tasks="0:10",
                    val_split="train",
                    notes=("WebShop is the project's substitute environment, not the original WebShop.",)),
+    patch=PATCH,
 )

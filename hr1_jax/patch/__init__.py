@@ -15,7 +15,7 @@ Public API (other packages code against these names):
 from hr1_jax.patch.compiled import CompiledPatch, compile_patch
 from hr1_jax.patch.errors import HookCompileError, PatchError
 from hr1_jax.patch.parse import PROTOCOLS, build_response, extract_patch_json, extract_response_json, parse_response
-from hr1_jax.patch.prompts import EVIDENCE_MARKER, SCHEMA_STYLES, schema_prompt, system_prompt, user_prompt_prefix
+from hr1_jax.patch.prompts import EVIDENCE_MARKER, schema_prompt, schema_style, system_prompt, user_prompt_prefix
 from hr1_jax.patch.runner import HOOK_NAMES, HookOutcome, call_hook, normalize_hook_result, run_hook
 from hr1_jax.patch.sandbox import compile_hook
 from hr1_jax.patch.schema import (SCHEMA_VERSION, normalize_options, normalize_patch,
@@ -23,8 +23,8 @@ from hr1_jax.patch.schema import (SCHEMA_VERSION, normalize_options, normalize_p
 
 __all__ = [
     "CompiledPatch", "EVIDENCE_MARKER", "HOOK_NAMES", "HookCompileError", "HookOutcome",
-    "PROTOCOLS", "PatchError", "SCHEMA_STYLES", "SCHEMA_VERSION", "build_response", "call_hook",
+    "PROTOCOLS", "PatchError", "SCHEMA_VERSION", "build_response", "call_hook",
     "compile_hook", "compile_patch", "extract_patch_json", "extract_response_json", "normalize_hook_result",
     "normalize_options", "normalize_patch", "parse_response", "require_code_hook_only_patch", "run_hook",
-    "schema_prompt", "system_prompt", "user_prompt_prefix",
+    "schema_prompt", "schema_style", "system_prompt", "user_prompt_prefix",
 ]

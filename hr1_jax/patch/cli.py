@@ -84,7 +84,7 @@ def check_file(path: str, benchmark: str | None, protocol: str, normalize_kwargs
 EPILOG = """reads no config file. Flags are snake_case (kebab spellings such as --hook-once also work).
 
 example:
-  hr1 patch check response.txt --benchmark=webshop
+  hr1 patch check response.txt --benchmark=NAME
   hr1 patch check runs/eval/responses/*/*.txt --json"""
 
 

@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 
+from envs import registry
 from hr1_jax.patch.runner import HookOutcome, normalize_hook_result
 from hr1_jax.utils.jsonsafe import safe_str
 
@@ -117,6 +118,8 @@ class HookProcess:
     def _start(self) -> subprocess.Popen:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "PYTHONDONTWRITEBYTECODE": "1"}
+        if os.environ.get(registry.EXTRA_ENV):  # the child checks against the parent's benchmarks
+            env[registry.EXTRA_ENV] = os.environ[registry.EXTRA_ENV]
         proc = subprocess.Popen(
             [sys.executable, "-c", "from hr1_jax.patch.hook_process import child_main; child_main()",
              str(int(self.memory_mb))],
@@ -392,7 +395,8 @@ def child_main() -> None:
     sys.stdout = sys.stderr  # nothing but frames may reach the parent's pipe
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    from hr1_jax.patch import runner, sandbox  # noqa: F401  (imports before the limit is set)
+    from hr1_jax.patch import runner, sandbox, specs  # noqa: F401  (imports before the limit is set)
+    specs.instance_patterns()  # imports every registered benchmark's descriptor, also before it
     _limit_address_space(memory_mb)
     installed: dict = {}
     while True:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from hr1_jax.patch import guards, sandbox
+from hr1_jax.patch import guards, specs
 from hr1_jax.patch.guards import FrozenDict, HookMemoryError, HookTimeout, freeze
 from hr1_jax.utils.jsonsafe import safe_str
 
@@ -149,7 +149,7 @@ def _clean_action(value, ctx: dict) -> str:
     action = safe_str(" ".join(value[:_RAW_TEXT_CAP].lower().split())[:MAX_RETURN_TEXT_CHARS])
     if not action:
         return ""
-    if sandbox.ALFWORLD_INSTANCE_ACTION_RE.search(action):
+    if any(p.search(action) for p in specs.instance_patterns()):  # a numbered instance must be admissible
         admissible = ctx.get("admissible") or []
         if action not in {" ".join(str(x).lower().split()) for x in admissible}:
             return ""

@@ -2,8 +2,9 @@
 
 `compile_hook(code, benchmark)` applies the reference checks exactly (top-level defs only,
 one `hook(ctx, nb)`, at most 5 helpers, at most 1200 AST nodes, forbidden node types / names /
-attributes / underscore access, string literals at most 700 chars, ALFWorld numbered-instance
-literals) and additionally rejects attribute names that reach frames or code objects
+attributes / underscore access, string literals at most 700 chars, literals matching the
+benchmark's numbered-instance action pattern `PatchSpec.instance_action_re`) and additionally
+rejects attribute names that reach frames or code objects
 (`gi_frame`, `f_back`, `tb_frame`, `co_code`, `mro`, ...), which the reference leaves open, and
 attribute assignment (everything a hook can name outside its locals is shared).
 
@@ -21,7 +22,7 @@ import ast
 import functools
 import re
 
-from hr1_jax.patch import guards
+from hr1_jax.patch import guards, specs
 from hr1_jax.patch.errors import HookCompileError
 
 HOOK_FILENAME = "<hr1-hook>"
@@ -55,10 +56,6 @@ FORBIDDEN_NODES = (
 # the `regex` package's unguarded template expansion, `pattern`/`scanner` reach a raw regex
 # object (no timeout, no caps) from `re.finditer`'s iterator).
 FORBIDDEN_ATTR_RE = re.compile(r"^(?:gi|cr|ag|f|tb|co)_|^(?:mro|re|pattern|scanner|expand|expandf|to_bytes|from_bytes)$")
-ALFWORLD_INSTANCE_ACTION_RE = re.compile(
-    r"\b(?:go to|take|pick up|put|open|close|toggle|clean|heat|cool|slice|examine|use)\b.*\b\d+\b",
-    re.IGNORECASE,
-)
 
 
 def _fail(code: str, message: str):
@@ -190,7 +187,7 @@ def _validate(source, benchmark: str | None) -> tuple[ast.Module, _Facts]:
     count = 1 + sum(len(ns) + sum(1 for n in ns if type(n) in _CTX_TYPES) for ns in per_func)
     if count > MAX_HOOK_AST_NODES:
         _fail("too_many_nodes", f"hook AST exceeds {MAX_HOOK_AST_NODES} nodes")
-    alfworld = (benchmark or "").lower() == "alfworld"
+    instance_rule = _instance_rule((benchmark or "").lower())
     bound = {f.name for f in funcs}
     top_names = names | {"hook"}
     calls: dict = {}
@@ -208,7 +205,7 @@ def _validate(source, benchmark: str | None) -> tuple[ast.Module, _Facts]:
                     used.append(node)
                 continue
             if t in _CHECKED_TYPES:
-                _check_node(node, func, alfworld)
+                _check_node(node, func, instance_rule)
             if t is ast.Call:
                 direct.add(id(node.func))
             elif t is ast.arg:
@@ -225,7 +222,17 @@ _CTX_TYPES = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast
 _CHECKED_TYPES = frozenset(FORBIDDEN_NODES) | {ast.FunctionDef, ast.Try, ast.Attribute, ast.Constant}
 
 
-def _check_node(node: ast.AST, func: ast.FunctionDef, alfworld: bool) -> None:
+def _instance_rule(benchmark: str) -> tuple | None:
+    """(pattern, error code, message) of the benchmark's numbered-instance literal rule, or None."""
+    spec = specs.spec(benchmark)
+    if spec is None or spec.instance_action_re is None:
+        return None
+    title = specs.descriptor(benchmark).report.title
+    return (spec.instance_action_re, f"{benchmark}_instance_leak",
+            f"hook must not hard-code numbered {title} instance actions")
+
+
+def _check_node(node: ast.AST, func: ast.FunctionDef, instance_rule: tuple | None) -> None:
     if isinstance(node, FORBIDDEN_NODES):
         _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
     if isinstance(node, ast.FunctionDef) and node is not func:
@@ -242,8 +249,8 @@ def _check_node(node: ast.AST, func: ast.FunctionDef, alfworld: bool) -> None:
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         if len(node.value) > MAX_HOOK_STR_CHARS:
             _fail("string_too_long", "hook string literal is too long")
-        if alfworld and ALFWORLD_INSTANCE_ACTION_RE.search(" ".join(node.value.lower().split())):
-            _fail("alfworld_instance_leak", "hook must not hard-code numbered ALFWorld instance actions")
+        if instance_rule and instance_rule[0].search(" ".join(node.value.lower().split())):
+            _fail(instance_rule[1], instance_rule[2])
 
 
 def _recursive_functions(calls: dict) -> set:

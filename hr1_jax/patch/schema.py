@@ -5,16 +5,19 @@ action types, sandbox compilation of every code hook) and, by default, the two p
 the reference applies on the RL/eval path: code-hook-only and runtime-no-op rejection. Two checks
 the reference only asked for in prompts are available behind flags (off = reference behaviour):
 each hook at most once, and a total code budget.
+
+What differs per benchmark (legacy DSL vocabulary, recovery triggers and effects, task-id leak
+patterns, the numbered-instance rule) is its `envs.plugin.PatchSpec`, asked of the registry.
 """
 from __future__ import annotations
 
 import copy
 import re
 
-from envs.registry import names as benchmark_names
+from hr1_jax.patch import specs
 from hr1_jax.patch.errors import PatchError
 from hr1_jax.patch.runner import HOOK_NAMES
-from hr1_jax.patch.sandbox import ALFWORLD_INSTANCE_ACTION_RE, MAX_HOOK_SOURCE_CHARS, compile_hook
+from hr1_jax.patch.sandbox import MAX_HOOK_SOURCE_CHARS, compile_hook
 
 SCHEMA_VERSION = "harness-r1-patch-v1"
 MAX_ACTIONS = 12
@@ -22,54 +25,14 @@ TEXT_MAX_CHARS = 900
 LEGACY_ACTION_TYPES = ("set_config", "edit_tool_hint", "add_or_edit_skill", "add_guard_rule", "add_recovery_rule")
 ACTION_TYPES = LEGACY_ACTION_TYPES + ("add_code_hook",)
 
-LEAKAGE_PATTERNS = (
-    re.compile(r"\b[bB]0[0-9a-zA-Z]{8}\b"),                              # ASIN-like ids
-    re.compile(r"\b(?:task|index|sample)\s*#?\s*\d{1,5}\b", re.IGNORECASE),
-    re.compile(r"\bwebshop[-_\s]*\d{1,5}\b", re.IGNORECASE),
-    re.compile(r"\balfworld[-_\s]*\d{1,5}\b", re.IGNORECASE),
-)
+# Task-identifying text in any patch; each registered benchmark adds its own id patterns.
+LEAKAGE_PATTERNS = (re.compile(r"\b(?:task|index|sample)\s*#?\s*\d{1,5}\b", re.IGNORECASE),)
 
-# Legacy DSL vocabulary (kept so old patches normalise; inert under code-hook-only).
-TOOLS = {
-    "webshop": ("search_action", "click_action"),
-    "alfworld": ("take_action",),
-    "dbbench": ("execute_sql", "commit_final_answer"),
-}
-CONFIG_FIELDS = {"webshop": {"price_tolerance": (0.0, 0.5)}, "alfworld": {}, "dbbench": {}}
+# Legacy DSL vocabulary (kept so old patches normalise; inert under code-hook-only); the
+# benchmark-specific part (tools, config fields, paths, predicates) is its PatchSpec.
 MODULE_SWITCHES = ("enabled", "h2", "h3", "h4", "h5", "h2_enabled", "h3_enabled", "h4_enabled", "h5_enabled")
 CONDITION_OPS = ("all", "any", "not", "eq", "ne", "gt", "gte", "lt", "lte", "contains", "startswith", "endswith", "pred")
 EFFECT_KINDS = ("block_and_prompt", "inject_hint", "force_action", "rewrite_action")
-CONDITION_PATHS = {
-    "webshop": {"action." + k for k in ("tool", "value", "value_normalized", "final_action")}
-    | {"state." + k for k in ("page_type", "has_search_bar", "clickables", "buy_now_available",
-                              "back_to_search_count", "duplicate_search_count", "product_stall_turns",
-                              "same_click_count", "remaining_steps", "current_price", "price_max")}
-    | {"task." + k for k in ("task_type", "required_color", "required_size", "required_material")},
-    "alfworld": {"action." + k for k in ("raw", "normalized", "final_action", "in_admissible")}
-    | {"state." + k for k in ("nothing_happens_count", "repeated_observation_count",
-                              "repeated_action_count", "invalid_action_count", "remaining_steps")}
-    | {"task." + k for k in ("task_type", "target_type", "destination_type")},
-    "dbbench": {"action." + k for k in ("tool", "query", "answers", "h2_action", "h2_blocked_reason",
-                                        "commit_gate_action", "commit_gate_reason")}
-    | {"state." + k for k in ("sql_count", "last_sql", "last_result", "last_error_kind", "last_error_text",
-                              "last_result_was_error", "error_streak", "empty_streak", "text_only_streak",
-                              "loop_streak", "mutation_attempted", "candidate_answer", "candidate_answer_shape",
-                              "candidate_implausible", "remaining_rounds")}
-    | {"task." + k for k in ("task_type", "answer_shape", "target_table")},
-}
-PATH_ALIASES = {"webshop": {"state.parsed_budget_constraint": "state.price_max", "state.budget": "state.price_max",
-                            "state.budget_max": "state.price_max", "state.max_price": "state.price_max"}}
-PREDICATES = {
-    "webshop": ("required_options_unselected", "product_price_over_budget", "same_click_repeated",
-                "duplicate_search_repeated", "search_loop_detected", "product_page_stalled",
-                "buy_now_available", "search_not_available", "action_not_admissible"),
-    "alfworld": ("action_not_admissible", "nothing_happens_repeated", "same_observation_repeated",
-                 "same_action_repeated", "remaining_steps_low"),
-    "dbbench": ("execute_sql", "commit_final_answer", "no_sql_yet", "commit_before_sql", "commit_empty_answer",
-                "mutation_task", "mutation_not_attempted", "last_result_error", "last_result_empty",
-                "unknown_column_error", "syntax_error", "repeated_sql", "candidate_answer_available",
-                "remaining_rounds_low", "text_only_loop"),
-}
 _ID_RE = re.compile(r"[a-zA-Z0-9_.:-]{1,80}")
 _TOKEN_RE = re.compile(r"[a-z0-9_.:-]{1,64}")
 
@@ -83,7 +46,7 @@ def clean_text(value, field: str, required: bool = True) -> str:
         raise PatchError("empty_text", f"{field} cannot be empty")
     if len(text) > TEXT_MAX_CHARS:
         raise PatchError("text_too_long", f"{field} exceeds {TEXT_MAX_CHARS} chars")
-    if any(p.search(text) for p in LEAKAGE_PATTERNS):
+    if any(p.search(text) for p in LEAKAGE_PATTERNS) or any(p.search(text) for p in specs.id_leak_patterns()):
         raise PatchError("leakage", f"{field} appears to contain task-specific leakage")
     return text
 
@@ -119,16 +82,17 @@ def _condition(bench: str, cond, depth: int):
     if op == "not":
         return {op: _condition(bench, value, depth + 1)}
     if op == "pred":
-        if value not in PREDICATES[bench]:
+        if value not in specs.spec(bench).predicates:
             raise PatchError("bad_condition", f"unsupported predicate for {bench}: {value!r}")
         return {op: value}
     if not isinstance(value, list) or len(value) != 2:
         raise PatchError("bad_condition", f"condition.{op} must be a two-item list")
     out = []
+    spec = specs.spec(bench)
     for operand in value:
         if isinstance(operand, str):
-            operand = PATH_ALIASES.get(bench, {}).get(operand, operand)
-            if operand.startswith(("action.", "state.", "task.")) and operand not in CONDITION_PATHS[bench]:
+            operand = dict(spec.path_aliases).get(operand, operand)
+            if operand.startswith(("action.", "state.", "task.")) and operand not in spec.condition_paths:
                 raise PatchError("bad_condition", f"unsupported condition path for {bench}: {operand!r}")
         out.append(operand)
     return {op: out}
@@ -140,10 +104,8 @@ def _effect(bench: str, effect, rule_kind: str) -> dict:
     kind = str(effect.get("kind") or "").strip()
     if kind not in EFFECT_KINDS:
         raise PatchError("bad_effect", f"unsupported effect kind: {kind!r}")
-    if rule_kind == "guard":
-        allowed = ("block_and_prompt", "force_action", "rewrite_action")
-    else:
-        allowed = ("inject_hint", "force_action") if bench in ("webshop", "alfworld") else EFFECT_KINDS
+    spec = specs.spec(bench)
+    allowed = ("block_and_prompt", "force_action", "rewrite_action") if rule_kind == "guard" else spec.recovery_effects
     if kind not in allowed:
         raise PatchError("bad_effect", f"effect kind {kind!r} is not supported for {bench} {rule_kind} rules")
     out = {"kind": kind}
@@ -151,30 +113,32 @@ def _effect(bench: str, effect, rule_kind: str) -> dict:
         out["message"] = clean_text(effect.get("message", ""), "effect.message")
     else:
         out["action"] = clean_text(effect.get("action", ""), "effect.action")
-        if bench == "alfworld" and ALFWORLD_INSTANCE_ACTION_RE.search(out["action"].lower()):
-            raise PatchError("alfworld_instance_leak",
-                             "ALFWorld force/rewrite actions may not name numbered instances")
+        if spec.instance_action_re is not None and spec.instance_action_re.search(out["action"].lower()):
+            raise PatchError(f"{bench}_instance_leak",
+                             f"{specs.descriptor(bench).report.title} force/rewrite actions may not name numbered instances")
         if effect.get("message"):
             out["message"] = clean_text(effect.get("message", ""), "effect.message", required=False)
     return out
 
 
 def _legacy_action(bench: str, typ: str, action: dict) -> dict:
+    spec = specs.spec(bench)
     if typ == "set_config":
         target = str(action.get("target") or action.get("field") or "").strip()
         field = target.split(".", 1)[1] if "." in target else target
         if field in MODULE_SWITCHES:
             raise PatchError("bad_config", f"{field!r} cannot be changed by a patch (built-in module switch)")
-        if field not in CONFIG_FIELDS[bench]:
+        fields = {name: (lo, hi) for name, lo, hi in spec.config_fields}
+        if field not in fields:
             raise PatchError("bad_config", f"{field!r} is not an exposed config target for {bench}")
-        lo, hi = CONFIG_FIELDS[bench][field]
+        lo, hi = fields[field]
         value = action.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
             raise PatchError("bad_config", f"{field} expects a number in [{lo}, {hi}]")
         return {"type": typ, "target": field, "value": float(value)}
     if typ == "edit_tool_hint":
         tool = str(action.get("tool") or "").strip()
-        if tool not in TOOLS[bench]:
+        if tool not in spec.tools:
             raise PatchError("bad_tool", f"unsupported tool for {bench}: {tool!r}")
         operation = str(action.get("operation") or "append").strip()
         if operation not in ("append", "prepend", "replace"):
@@ -194,8 +158,7 @@ def _legacy_action(bench: str, typ: str, action: dict) -> dict:
                 "text": clean_text(action.get("text", ""), "skill.text")}
     kind = "guard" if typ == "add_guard_rule" else "recovery"
     trigger = str(action.get("trigger") or ("before_action" if kind == "guard" else "post_step")).strip()
-    triggers = ("before_action",) if kind == "guard" else (
-        ("post_step", "budget_check") if bench == "webshop" else ("post_step",))
+    triggers = ("before_action",) if kind == "guard" else spec.recovery_triggers
     if trigger not in triggers:
         raise PatchError("bad_rule", f"unsupported {kind} trigger: {trigger!r}")
     return {"type": typ, "rule_id": _rule_id(action, "rule_id"), "trigger": trigger,
@@ -220,14 +183,14 @@ def _is_runtime_effective(bench: str, action: dict) -> bool:
     typ = action["type"]
     if typ == "add_code_hook":
         return action["hook"] in HOOK_NAMES
-    if bench == "dbbench":
+    if not specs.spec(bench).legacy_effective:
         return False
     if typ == "add_guard_rule":
         return action["trigger"] == "before_action" and action["effect"]["kind"] in (
             "block_and_prompt", "force_action", "rewrite_action")
     if typ == "add_recovery_rule":
         return action["effect"]["kind"] in ("inject_hint", "force_action")
-    return True  # skills / tool hints / config change the WebShop and ALFWorld prompts
+    return True  # skills / tool hints / config change the target's prompts
 
 
 def normalize_patch(obj, benchmark: str | None = None, *, require_code_hook_only: bool = True,
@@ -239,8 +202,7 @@ def normalize_patch(obj, benchmark: str | None = None, *, require_code_hook_only
         raise PatchError("not_object", "patch must be a JSON object")
     patch = copy.deepcopy(obj)
     bench = str(patch.get("benchmark") or benchmark or "").lower()
-    if bench not in benchmark_names():  # the registry, read per call: plug-ins registered later count
-        raise PatchError("bad_benchmark", f"unsupported benchmark: {bench!r}")
+    specs.descriptor(bench)  # raises bad_benchmark unless registered
     actions = patch.get("actions")
     if not isinstance(actions, list) or not actions:
         raise PatchError("no_actions", "patch.actions must be a non-empty list")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from envs import registry
 from hr1_jax.patch import compile_patch
 from hr1_jax.patch.hook_process import HookProcess, _loads_plain, patch_key
 
@@ -50,6 +51,19 @@ def test_process_and_inline_agree_on_the_reference_replay_states():
         a = [(o.status, o.result) for o in inline.call("on_before_action", ctx, {})]
         b = [(o.status, o.result) for o in process.call("on_before_action", ctx, {})]
         assert a == b and a
+
+
+def test_the_hook_process_knows_the_parents_registered_benchmarks():
+    force = "def hook(ctx, nb):\n    return {'kind': 'force_action', 'action': ctx['a']}"
+    with registry.registered("ruled", "ruled_benchmark:BENCHMARK"):   # instance pattern "press ... slot N"
+        host = _host()
+        try:
+            outs = [_call(host, _patch(force, hook="on_before_action"), {"a": a}, {}, hook="on_before_action")[0]
+                    for a in ("press slot 3", "press twice")]
+        finally:
+            host.close()
+    assert [(o.status, o.result) for o in outs] == [
+        ("invalid_return", None), ("ok", {"kind": "force_action", "action": "press twice"})]
 
 
 def test_nb_round_trips_and_the_caller_dict_is_updated_in_place():

@@ -1,7 +1,10 @@
 """Engineer prompt texts carry every contract of reference spec §1.6 for the three multihook styles."""
+import hashlib
+
 import pytest
 
-from hr1_jax.patch import (EVIDENCE_MARKER, PatchError, SCHEMA_STYLES, schema_prompt, system_prompt,
+from envs import registry
+from hr1_jax.patch import (EVIDENCE_MARKER, PatchError, schema_prompt, schema_style, system_prompt,
                            user_prompt_prefix)
 
 STAGES = {
@@ -24,7 +27,7 @@ FIELDS = {
 @pytest.mark.parametrize("bench", ["webshop", "alfworld", "dbbench"])
 @pytest.mark.parametrize("protocol", ["prefill_think_patch", "full_think_patch"])
 def test_schema_prompt_contracts(bench, protocol):
-    text = schema_prompt(bench, protocol, SCHEMA_STYLES[bench])
+    text = schema_prompt(bench, protocol, schema_style(bench))
     for heading in ("Output contract", "Top-level contract", "Hook-count contract", "Grammar", "Return contracts",
                     "Design target", "Think contract", "Variables available", "Code rules", "Rules"):
         assert heading in text, heading
@@ -69,3 +72,38 @@ def test_bad_arguments():
         schema_prompt("mind2web", "prefill_think_patch")
     with pytest.raises(PatchError):
         system_prompt("webshop", "json_patch")
+
+
+# sha256 prefixes of the system prompts and user prefixes of both protocols, from the texts as they
+# were before they moved into envs/<benchmark>/patch_spec.py: the move changed no byte.
+PINNED = {"webshop": "73272339f776c8c3", "alfworld": "812df4648f87c562", "dbbench": "14e2ca44ed044759"}
+
+
+@pytest.mark.parametrize("bench", sorted(PINNED))
+def test_prompts_are_pinned(bench):
+    h = hashlib.sha256()
+    for protocol in ("full_think_patch", "prefill_think_patch"):
+        h.update(system_prompt(bench, protocol).encode())
+        h.update(user_prompt_prefix(bench, protocol).encode())
+    assert h.hexdigest()[:16] == PINNED[bench]
+
+
+def test_a_benchmark_without_prompt_texts_gets_the_generic_sections():
+    with registry.registered("counter", "toy_benchmark:BENCHMARK"):
+        assert schema_style("counter") == "counter_life_multihook_v1"
+        system = system_prompt("counter", "full_think_patch")
+        text = user_prompt_prefix("counter", "prefill_think_patch")
+    assert system.startswith("You are a Harness-R1 harness engineer. You receive failed Counter agent traces")
+    assert text.split("\n\n")[0].startswith("Change only the reusable Counter harness")
+    assert '"benchmark": exactly "counter"' in text and "between 2 and 4" in text and text.endswith(EVIDENCE_MARKER)
+    for heading in ("Return contracts", "Design target", "Variables available", "Rules\n- No task indices"):
+        assert heading in text, heading
+    for other in ("WebShop", "ALFWorld", "DBBench", "Runtime Context"):
+        assert other not in text + system
+
+
+def test_a_benchmarks_own_sections_come_from_its_descriptor():
+    with registry.registered("ruled", "ruled_benchmark:BENCHMARK"):
+        text = user_prompt_prefix("ruled", "full_think_patch")
+        assert "failed Counter slot-game traces" in system_prompt("ruled", "full_think_patch")
+    assert text.endswith("Ruled Runtime Context\n- Slots are numbered per game.\n\n" + EVIDENCE_MARKER)

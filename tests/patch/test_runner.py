@@ -1,6 +1,7 @@
 """run_hook / CompiledPatch semantics: §2.4 normalisation, nb persistence, outcomes, budgets."""
 import pytest
 
+from envs import registry
 from hr1_jax.patch import (HookCompileError, HookOutcome, compile_hook, compile_patch, normalize_hook_result,
                            run_hook)
 
@@ -58,6 +59,15 @@ def test_attribute_and_dict_reads_and_missing_attribute():
 ])
 def test_return_normalisation(name, ret, expected):
     assert normalize_hook_result(name, ret, {"admissible": ["go to cabinet 1"]}) == expected
+
+
+def test_every_registered_instance_pattern_gates_returned_actions():
+    force = {"kind": "force_action", "action": "Press slot 3"}
+    with registry.registered("ruled", "ruled_benchmark:BENCHMARK"):   # its PatchSpec.instance_action_re
+        assert normalize_hook_result("on_before_action", force, {}) is None
+        assert normalize_hook_result("on_before_action", force, {"admissible": ["press slot 3"]}) == {
+            "kind": "force_action", "action": "press slot 3"}
+    assert normalize_hook_result("on_before_action", force, {})["action"] == "press slot 3"
 
 
 def test_outcome_statuses_and_nb_partial_writes():

@@ -1,6 +1,7 @@
 """normalize_patch limits and flags (reference spec §2.2 plus our opt-in checks)."""
 import pytest
 
+from envs import registry
 from hr1_jax.config import ConfigError, base_config, validate_config
 from hr1_jax.patch import PatchError, compile_patch, normalize_options, normalize_patch
 
@@ -129,3 +130,33 @@ def test_input_not_mutated():
     raw = p(desc="  spaced  ")
     normalize_patch(raw)
     assert raw["description"] == "  spaced  "
+
+
+# --- benchmarks beyond the three: their PatchSpec's data, defaults where they declare nothing
+TOY = ("counter", "toy_benchmark:BENCHMARK")
+RULED = ("ruled", "ruled_benchmark:BENCHMARK")
+PRESS_SLOT = 'def hook(ctx, nb):\n    return {"kind": "force_action", "action": "press  Slot 3"}'
+
+
+def test_a_benchmark_without_rules_validates_from_defaults():
+    with registry.registered(*TOY):
+        assert normalize_patch(p(bench="counter"))["benchmark"] == "counter"
+        # no instance rule of its own: the literal that ALFWorld rejects is fine here
+        assert normalize_patch(p([action(code='def hook(ctx, nb):\n    return "go to cabinet 3"')], bench="counter"))
+        # every registered benchmark's task-id patterns count as leakage in any patch
+        assert err(p(desc="Fix what failed in webshop 12.", bench="counter"), "counter") == "leakage"
+        legacy = {"type": "edit_tool_hint", "tool": "search_action", "text": "Search first."}
+        assert err(p([legacy], bench="counter"), "counter", require_code_hook_only=False) == "bad_tool"
+
+
+def test_a_benchmarks_patch_rules_are_its_descriptor_data():
+    with registry.registered(*RULED):
+        assert err(p([action(code=PRESS_SLOT)], bench="ruled"), "ruled") == "ruled_instance_leak"
+        assert normalize_patch(p([action(code=PRESS_SLOT)], bench="alfworld"))   # its rule is its own
+        assert err(p(desc="Handle game-7 better.", bench="webshop")) == "leakage"   # its id pattern, any patch
+        hint = {"type": "add_recovery_rule", "rule_id": "r", "condition": {"eq": [1, 1]},
+                "effect": {"kind": "force_action", "action": "press"}}
+        assert err(p([hint], bench="ruled"), "ruled", require_code_hook_only=False) == "bad_effect"
+        tool = {"type": "edit_tool_hint", "tool": "press", "text": "Press once."}
+        assert err(p([tool], bench="ruled"), "ruled", require_code_hook_only=False) == "runtime_noop"
+    assert normalize_patch(p(desc="Handle game-7 better."))   # unregistered: its pattern is gone
