@@ -22,12 +22,12 @@ import json
 import multiprocessing
 import os
 import queue
+import select
 import signal
 import socket
 import threading
 import time
 import traceback
-from multiprocessing.connection import wait as wait_connections
 
 from envs.registry import pin_run_config
 from hr1_jax.utils.logging import log_event
@@ -212,6 +212,7 @@ class _Job:
 class _Worker:
     proc: multiprocessing.Process
     conn: object
+    fd: int = -1
     job: _Job | None = None
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
@@ -245,6 +246,12 @@ class WorkerPool:
         self._closed = False
         self._wake_r, self._wake_w = socket.socketpair()  # submit() wakes the dispatcher at once
         self._wake_r.setblocking(False)
+        # One poll set for the pool's life (wake socket + every worker's pipe): building a selector
+        # per round (multiprocessing's wait, conn.poll) cost ~2/3 of the dispatcher's CPU, which
+        # competes with the workers for the cores.
+        self._poller = select.poll()
+        self._poller.register(self._wake_r.fileno(), select.POLLIN)
+        self._by_fd: dict[int, _Worker] = {}
         self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
                       "timeouts": 0}
         self._workers = [self._start_worker() for _ in range(self.num_workers)]
@@ -320,10 +327,15 @@ class WorkerPool:
                         os.environ[k] = v
         child.close()
         self.stats["workers_started"] += 1
-        return _Worker(proc, parent)
+        w = _Worker(proc, parent, fd=parent.fileno())
+        self._by_fd[w.fd] = w
+        self._poller.register(w.fd, select.POLLIN)
+        return w
 
-    @staticmethod
-    def _kill(w: _Worker) -> None:
+    def _kill(self, w: _Worker) -> None:
+        if self._by_fd.get(w.fd) is w:   # before the pipe closes: its fd number may be reused
+            self._poller.unregister(w.fd)
+            del self._by_fd[w.fd]
         if w.proc.is_alive():
             w.proc.terminate()
             w.proc.join(timeout=2)
@@ -480,22 +492,22 @@ class WorkerPool:
         with self._lock:
             if not self._assign_idle((OSError, ValueError)):
                 return False
-            busy = {w.conn: w for w in self._workers if w.job is not None}
-        ready = wait_connections(list(busy) + [self._wake_r], timeout=0.2)
-        if self._wake_r in ready:
-            self._drain_wake()
+        events = self._poller.poll(200)   # ms; a worker's pipe is readable on a message or on its death
         with self._lock:
-            for conn in ready:
-                w = busy.get(conn)
-                if w is None or w not in self._workers:
+            for fd, _ in events:
+                if fd == self._wake_r.fileno():
+                    self._drain_wake()
                     continue
-                try:
-                    while conn.poll():
-                        self._on_message(w, conn.recv())
+                w = self._by_fd.get(fd)
+                if w is None:   # replaced earlier in this round
+                    continue
+                try:   # one message per ready pipe a round: the next poll returns at once if more wait
+                    self._on_message(w, w.conn.recv())
                 except (EOFError, OSError):
                     self._replace(w, f"worker died (exit code {w.proc.exitcode})")
             self._expire_overdue()
-            for w in list(self._workers):
-                if not w.proc.is_alive() and not w.conn.poll():
-                    self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+            if not events:   # a quiet round: catch a death the pipe did not report
+                for w in list(self._workers):
+                    if not w.proc.is_alive() and not w.conn.poll():
+                        self._replace(w, f"worker died (exit code {w.proc.exitcode})")
         return True
