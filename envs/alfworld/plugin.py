@@ -33,4 +33,5 @@ BENCHMARK = Benchmark(
     demo=DemoTasks(train_split="train", train_tasks="0:15", heldout_split="dev", heldout_tasks="0:10",
                    val_split="train"),
     patch=PATCH,
+    shuffle_offset=101,
 )

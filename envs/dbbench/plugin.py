@@ -27,4 +27,5 @@ BENCHMARK = Benchmark(
                    val_split="dev"),
     services="envs.dbbench.services:mariadb",
     patch=PATCH,
+    shuffle_offset=401,
 )

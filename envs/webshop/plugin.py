@@ -39,4 +39,5 @@ BENCHMARK = Benchmark(
                    val_split="train",
                    notes=("WebShop is the project's substitute environment, not the original WebShop.",)),
     patch=PATCH,
+    shuffle_offset=211,
 )
