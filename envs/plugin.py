@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import zlib
 from typing import Callable
 
 
@@ -154,3 +155,13 @@ class Benchmark:
     services: str = ""
     packets: Packets = Packets()    # how its failure packets are built (rollout)
     summary_note: str = ""          # a line every rollout summary of it carries ("" = none)
+    # Its rows' shuffle stream where rows are grouped (hr1_jax/data/rows.group_rows seeds it with
+    # seed + offset). None = derived from its name (`row_shuffle_offset`).
+    shuffle_offset: int | None = None
+
+    def row_shuffle_offset(self) -> int:
+        """`shuffle_offset`, or for a benchmark that sets none a stable number from its name (crc32,
+        not hash(), so every process agrees): each benchmark shuffles its rows its own way."""
+        if self.shuffle_offset is not None:
+            return self.shuffle_offset
+        return zlib.crc32(self.name.encode()) % 1000

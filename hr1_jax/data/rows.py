@@ -8,18 +8,19 @@ SFT row: {"messages": [system, user, assistant], "metadata": {...}} where the as
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+from typing import Callable, Sequence
 
 import grain
 
+from envs import registry
 from hr1_jax.errors import InputError, read_input_text
 from hr1_jax.utils.jsonsafe import dumps, safe_str, write_jsonl  # noqa: F401  (write_jsonl: the rows API)
 
 RL_REQUIRED_METADATA = ("benchmark", "split", "seed", "task_ids", "baseline_rewards", "identity",
                         "reward_threshold", "target_agent_name")
-# §8: per-benchmark shuffle offsets of the grouped mixer.
-SHUFFLE_OFFSETS = {"alfworld": 101, "webshop": 211, "dbbench": 401}
 
 
 def rl_row(system: str, user: str, metadata: dict) -> dict:
@@ -80,63 +81,99 @@ def group_counts_problem(spec: str) -> str:
     return ""
 
 
-def _resize_groups(bench: str, groups: list[list[dict]], target: int, rng: random.Random) -> list[list[dict]]:
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One benchmark-pure group of item indices; `members[n_real:]` are padding duplicates of the
+    same benchmark, and an `upsampled` group is a resampled copy of another (`group_counts`)."""
+    benchmark: str
+    members: tuple[int, ...]
+    n_real: int
+    upsampled: bool = False
+
+
+def _cut(bench: str, idx: list[int], group_size: int, rng: random.Random, tail: str) -> list[Group]:
+    """`idx` shuffled and cut into groups of `group_size`; a short tail padded with random
+    duplicates ("pad"), dropped ("drop") or refused ("error")."""
+    rng.shuffle(idx)
+    cut = []
+    for start in range(0, len(idx), group_size):
+        members = idx[start:start + group_size]
+        n_real = len(members)
+        if n_real < group_size:
+            if tail == "drop":
+                continue
+            if tail == "error":
+                raise ValueError(f"{bench}: {len(idx)} rows do not fill groups of {group_size}")
+            members += [rng.choice(idx) for _ in range(group_size - n_real)]
+        cut.append(Group(bench, tuple(members), n_real))
+    return cut
+
+
+def _resize(bench: str, groups: list[Group], target: int, rng: random.Random) -> list[Group]:
     """`target` groups of one benchmark (the reference's upsampled mix): extra groups drawn with
-    replacement, flagged `mixed_upsampled_duplicate`; excess groups down-sampled (order kept)."""
+    replacement (`upsampled`); excess groups down-sampled (order kept)."""
     if not groups:
         raise ValueError(f"{bench}: no groups to resample to {target}")
     if target <= len(groups):
-        keep = sorted(rng.sample(range(len(groups)), target))
-        return [groups[i] for i in keep]
-    extra = [[dict(r, metadata=dict(r["metadata"], mixed_upsampled_duplicate=True)) for r in rng.choice(groups)]
-             for _ in range(target - len(groups))]
-    return groups + extra
+        return [groups[i] for i in sorted(rng.sample(range(len(groups)), target))]
+    return groups + [dataclasses.replace(rng.choice(groups), upsampled=True) for _ in range(target - len(groups))]
+
+
+def benchmark_groups(benchmarks: Sequence[str], group_size: int, rng_of: Callable[[str, int], random.Random],
+                     tail: str = "pad", group_counts: dict[str, int] | None = None) -> list[Group]:
+    """The one grouping of rows (spec §8): `benchmarks[i]` is item i's benchmark; per benchmark, in
+    sorted order (`rng_of(benchmark, its position)` its generator), its items are shuffled and cut
+    into groups of `group_size` (`_cut`), so a group never mixes benchmarks; `group_counts`
+    ({benchmark: N}) resizes a benchmark to exactly N groups (`_resize`)."""
+    if tail not in ("pad", "drop", "error"):
+        raise ValueError("tail must be pad, drop or error")
+    by_bench: dict[str, list[int]] = {}
+    for i, bench in enumerate(benchmarks):
+        by_bench.setdefault(bench, []).append(i)
+    unknown = sorted(set(group_counts or {}) - set(by_bench))
+    if unknown:
+        raise ValueError(f"group counts name benchmarks without rows: {unknown}")
+    groups = []
+    for position, bench in enumerate(sorted(by_bench)):
+        rng = rng_of(bench, position)
+        cut = _cut(bench, by_bench[bench], group_size, rng, tail)
+        if group_counts and bench in group_counts:
+            cut = _resize(bench, cut, group_counts[bench], rng)
+        groups += cut
+    return groups
+
+
+def _group_row(row: dict, group: Group, pos: int) -> dict:
+    meta = dict(row["metadata"])
+    if pos >= group.n_real:
+        meta["mixed_padded_duplicate"] = True
+    if group.upsampled:
+        meta["mixed_upsampled_duplicate"] = True
+    return dict(row, metadata=meta)
 
 
 def group_rows(rows_by_benchmark: dict[str, list[dict]], group_size: int, seed: int,
                tail: str = "pad", group_counts: dict[str, int] | None = None) -> list[dict]:
-    """Shuffle each benchmark's rows (seed + offset), cut them into groups of `group_size`, shuffle
-    the groups, and write them contiguously, so a rollout group never mixes benchmarks.
-    `group_counts` ({benchmark: N}) resizes a benchmark to exactly N groups (`_resize_groups`)."""
-    if tail not in ("pad", "drop", "error"):
-        raise ValueError("tail must be pad, drop or error")
-    unknown = sorted(set(group_counts or {}) - set(rows_by_benchmark))
-    if unknown:
-        raise ValueError(f"group counts name benchmarks without rows: {unknown}")
-    groups = []
-    for bench, rows in sorted(rows_by_benchmark.items()):
-        if any(r["metadata"]["benchmark"] != bench for r in rows):
+    """The grouped rows file: `benchmark_groups` (each benchmark's stream seeded with seed + its
+    descriptor's shuffle offset), the groups shuffled and written contiguously, each row's metadata
+    naming its place (mixed_index, mixed_group_*) and whether it is a padding/upsampled duplicate."""
+    rows, benches = [], []
+    for bench, filed in sorted(rows_by_benchmark.items()):
+        if any(r["metadata"]["benchmark"] != bench for r in filed):
             raise ValueError(f"rows filed under {bench} carry another benchmark")
-        rng = random.Random(seed + SHUFFLE_OFFSETS.get(bench, 0))
-        rows = list(rows)
-        rng.shuffle(rows)
-        cut = []
-        for start in range(0, len(rows), group_size):
-            group = [dict(r, metadata=dict(r["metadata"])) for r in rows[start:start + group_size]]
-            if len(group) < group_size:
-                if tail == "drop":
-                    continue
-                if tail == "error":
-                    raise ValueError(f"{bench}: {len(rows)} rows do not fill groups of {group_size}")
-                while len(group) < group_size:
-                    pad = dict(rng.choice(rows))
-                    pad["metadata"] = dict(pad["metadata"], mixed_padded_duplicate=True)
-                    group.append(pad)
-            cut.append(group)
-        if group_counts and bench in group_counts:
-            cut = _resize_groups(bench, cut, group_counts[bench], rng)
-        groups += [(bench, g) for g in cut]
+        rows += filed
+        benches += [bench] * len(filed)
+    groups = benchmark_groups(
+        benches, group_size, lambda bench, _: random.Random(seed + registry.benchmark(bench).row_shuffle_offset()),
+        tail, group_counts)
     random.Random(seed).shuffle(groups)
     out = []
-    for gi, (bench, group) in enumerate(groups):
-        for pos, row in enumerate(group):
+    for gi, group in enumerate(groups):
+        for pos, i in enumerate(group.members):
+            row = _group_row(rows[i], group, pos)
             row["metadata"].update(mixed_index=len(out), mixed_group_index=gi, mixed_group_pos=pos,
-                                   mixed_group_size=group_size, mixed_group_benchmark=bench)
+                                   mixed_group_size=group_size, mixed_group_benchmark=group.benchmark)
             out.append(row)
-    for gi in range(len(groups)):
-        benches = {r["metadata"]["benchmark"] for r in out[gi * group_size:(gi + 1) * group_size]}
-        if len(benches) != 1:
-            raise AssertionError(f"group {gi} mixes benchmarks {benches}")
     return out
 
 

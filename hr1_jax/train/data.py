@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import grain
 import numpy as np
 
+from hr1_jax.data.rows import benchmark_groups
 from hr1_jax.models.tokenizer import IM_END, IM_START, THINK_OPEN, Tokenizer
 
 ASSISTANT_OPEN = f"{IM_START}assistant\n"
@@ -33,25 +34,12 @@ def row_benchmark(row: dict) -> str:
 # ---------------------------------------------------------------------------------------- RL rows
 
 def make_groups(rows: Sequence[dict], group_size: int, seed: int) -> list[list[int]]:
-    """Row indices cut into groups of `group_size` rows of ONE benchmark each (reference §8).
-
-    Per benchmark the rows are shuffled with the seed, cut into groups; a short tail is padded with
-    random duplicates of the same benchmark (the reference's `pad` policy) so no row is dropped.
-    """
-    by_bench: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        by_bench.setdefault(row_benchmark(row), []).append(i)
-    groups = []
-    for offset, bench in enumerate(sorted(by_bench)):
-        idx = list(by_bench[bench])
-        rng = random.Random(seed * 1000 + offset)
-        rng.shuffle(idx)
-        for start in range(0, len(idx), group_size):
-            g = idx[start:start + group_size]
-            while len(g) < group_size:
-                g.append(rng.choice(idx))
-            groups.append(g)
-    return groups
+    """GRPO's prompt groups: row indices in `benchmark_groups` of `group_size` rows (a short tail
+    padded with duplicates of the same benchmark, so no row is dropped), benchmark number k of the
+    sorted ones seeded with seed * 1000 + k."""
+    groups = benchmark_groups([row_benchmark(r) for r in rows], group_size,
+                              lambda bench, position: random.Random(seed * 1000 + position))
+    return [list(g.members) for g in groups]
 
 
 def rl_group_dataset(rows: Sequence[dict], group_size: int, seed: int) -> grain.MapDataset:
