@@ -143,10 +143,6 @@ def violations(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
 
 # Today's breaks, each waiting for the move that removes it (issue 16); a fix deletes its line.
 KNOWN_VIOLATIONS = {
-    ("hr1_jax.train.demo", "hr1_jax.rollout.cli"):
-        "batch_packets moves into the one episodes -> packet -> row builder (item 3)",
-    ("hr1_jax.eval.evaluate", "hr1_jax.rollout.cli"):
-        "build_rows moves into the one episodes -> packet -> row builder (item 3)",
     ("hr1_jax.train.demo", "envs.dbbench.server"):
         "the demo starts the DBBench server itself; a benchmark's services go behind its interface (item 1)",
 }

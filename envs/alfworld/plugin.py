@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from envs.alfworld.patch_spec import PATCH
-from envs.plugin import Benchmark, DemoTasks, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, Packets, ReportColumns
 
 # task families in the paper's column order, with their short main-table headers
 FAMILIES = (("pick_and_place", "ALF Pick"), ("look_at_obj", "ALF Look"), ("pick_clean_then_place", "ALF Clean"),
@@ -33,5 +33,7 @@ BENCHMARK = Benchmark(
     demo=DemoTasks(train_split="train", train_tasks="0:15", heldout_split="dev", heldout_tasks="0:10",
                    val_split="train"),
     patch=PATCH,
+    packets=Packets(title="ALFWorld", also_forbid="numbered instance ids such as \"sinkbasin 1\"",
+                    limits=(("max_obs_chars", 350), ("max_assistant_chars", 200), ("max_approx_tokens", 12000))),
     shuffle_offset=101,
 )

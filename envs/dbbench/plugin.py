@@ -3,7 +3,7 @@ recorded."""
 from __future__ import annotations
 
 from envs.dbbench.patch_spec import PATCH
-from envs.plugin import Benchmark, DemoTasks, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, Packets, ReportColumns
 
 
 def data_source(section: dict, recorded) -> str:
@@ -27,5 +27,8 @@ BENCHMARK = Benchmark(
                    val_split="dev"),
     services="envs.dbbench.services:mariadb",
     patch=PATCH,
+    packets=Packets(evidence="envs.dbbench.packets:evidence",
+                    limits=(("max_failures_per_batch", 4), ("max_messages_per_trace", 22),
+                            ("max_tool_result_chars", 1200), ("max_evidence_chars", 26000))),
     shuffle_offset=401,
 )

@@ -3,7 +3,7 @@ product and goal files), reported as mean score and success; its columns carry t
 whose note names the data."""
 from __future__ import annotations
 
-from envs.plugin import Benchmark, DemoTasks, ReportColumns
+from envs.plugin import Benchmark, DemoTasks, Packets, ReportColumns
 from envs.webshop.patch_spec import PATCH
 
 MARK = "‡"
@@ -39,5 +39,7 @@ BENCHMARK = Benchmark(
                    val_split="train",
                    notes=("WebShop is the project's substitute environment, not the original WebShop.",)),
     patch=PATCH,
+    packets=Packets(title="WebShop", signals="envs.webshop.packets:runtime_signals"),
+    summary_note=SUBSTITUTE_NOTE,
     shuffle_offset=211,
 )

@@ -47,7 +47,7 @@ class Batch:
 def load_batches(config, root: str, benchmark: str, seed: int) -> list[Batch]:
     """The stored baseline batches under `root` with their prompt rows (batches without failures
     get no row: every method leaves them unpatched)."""
-    from hr1_jax.rollout.cli import build_rows
+    from hr1_jax.rollout.rows import build_rows
     rows = {r["metadata"]["batch_tag"]: r for r in build_rows(config, root, benchmark)[0]}
     out = []
     for folder in sorted(glob.glob(os.path.join(root, benchmark, "batch_*"))):
@@ -179,32 +179,21 @@ def propose(engineer, batches: list[Batch], *, saved_dir: str = "", save_dir: st
 def heldout_row(config, batches: list[Batch], evidence_ids: set[int], *, target_name: str) -> tuple[dict, dict]:
     """(evidence row, held-out row) for one benchmark: the evidence packet is built from the sampled
     failures only; the held-out row's metadata covers every other task (for `score_patch`)."""
-    from hr1_jax.data.rows import rl_row
-    from hr1_jax.rollout.packets import dbbench_evidence, trace_packet
-    from hr1_jax.rollout.prompts import build_prompt, default_schema_style
+    from hr1_jax.rollout.rows import engineer_row, packet_for
+    from hr1_jax.runtime.episode import EpisodeResult
 
     bench, seed = batches[0].benchmark, batches[0].seed
     split = batches[0].episodes[0]["split"]
-    r, pc = config.rollout, config.patch_protocol
-    tau = float(r.reward_threshold)
+    tau = float(config.rollout.reward_threshold)
     all_eps = [ep for b in batches for ep in b.episodes]
     evidence = [ep for ep in all_eps if ep["task_id"] in evidence_ids]
     rest = [ep for ep in all_eps if ep["task_id"] not in evidence_ids]
-    if bench == "dbbench":
-        packet, _ = dbbench_evidence("heldout_evidence", evidence, sorted(evidence_ids), threshold=tau,
-                                     **dict(r.packet.dbbench.to_dict(), max_failures_per_batch=len(evidence)))
-    else:
-        packet, _ = trace_packet(bench, [(0, evidence)], source=f"{bench}/heldout_evidence", threshold=tau,
-                                 max_traces=len(evidence), strategy=r.packet.strategy, **r.packet[bench].to_dict())
-    style = r.schema_style or default_schema_style(bench)
-    prompt = build_prompt(bench, packet, protocol=pc.response_protocol, schema_style=style)
+    packet, _ = packet_for(config, bench, "heldout_evidence", [EpisodeResult.from_dict(ep) for ep in evidence],
+                           threshold=tau, task_ids=sorted(evidence_ids), max_failures=len(evidence))
     meta = baseline_metadata(bench, split, seed, rest, target_name=target_name, threshold=tau)
-    meta.update(batch_tag=f"{bench}_heldout_seed{seed}", response_protocol=pc.response_protocol, schema_style=style)
     ev_meta = baseline_metadata(bench, split, seed, evidence, target_name=target_name, threshold=tau)
-    ev_meta.update(batch_tag=f"{bench}_evidence_seed{seed}", response_protocol=pc.response_protocol,
-                   schema_style=style)
-    return (rl_row(prompt[0]["content"], prompt[1]["content"], ev_meta),
-            rl_row(prompt[0]["content"], prompt[1]["content"], meta))
+    return (engineer_row(config, bench, packet, dict(ev_meta, batch_tag=f"{bench}_evidence_seed{seed}")),
+            engineer_row(config, bench, packet, dict(meta, batch_tag=f"{bench}_heldout_seed{seed}")))
 
 
 def sample_evidence(batches: list[Batch], k: int, seed: int, threshold: float) -> set[int]:

@@ -6,12 +6,11 @@ import collections
 import json
 import os
 
+from envs import registry
 from hr1_jax.rollout.identity import batch_identity
 from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool, worker_shares
+from hr1_jax.runtime.episode import EpisodeResult
 from hr1_jax.utils.jsonsafe import write_json, write_jsonl
-
-WEBSHOP_NOTE = ("WebShop SUBSTITUTE: a self-contained synthetic catalog with the real instruction texts, "
-                "page layout and reward formula; not the original WebShop product data.")
 
 
 def run_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
@@ -47,8 +46,9 @@ def summarize(benchmark: str, episodes: list[dict], threshold: float = 1.0) -> d
         "mean_episode_s": (sum(ep.get("wall_s", 0.0) for ep in episodes) / len(episodes)) if episodes else 0.0,
     }
     summary["hook_error_rate"] = (summary["hook_errors"] + summary["hook_timeouts"]) / max(1, summary["hook_calls"])
-    if benchmark == "webshop":
-        summary["note"] = WEBSHOP_NOTE
+    note = registry.benchmark(benchmark).summary_note if benchmark in registry.names() else ""
+    if note:
+        summary["note"] = note
     return summary
 
 
@@ -79,6 +79,11 @@ def write_results(folder: str, episodes: list[dict], summary: dict, extra: dict 
 def read_results(folder: str) -> list[dict]:
     with open(os.path.join(folder, "results.jsonl"), encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def read_episodes(folder: str) -> list[EpisodeResult]:
+    """results.jsonl as typed episode records."""
+    return [EpisodeResult.from_dict(row) for row in read_results(folder)]
 
 
 def format_table(episodes: list[dict], summary: dict) -> str:

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -134,62 +133,12 @@ def baseline_stage(config, workdir: str) -> int:
     return 1 if failed else 0
 
 
-def batch_packets(config, root: str, benchmark: str, pattern: str = "batch_*"):
-    """For every stored baseline batch of `benchmark` under `root`: (batch folder name, status,
-    failure packet or None when the batch is not ok, number of failures in the packet)."""
-    from hr1_jax.rollout.batches import read_results
-    from hr1_jax.rollout.packets import dbbench_evidence, trace_packet
-
-    r = config.rollout
-    for folder in sorted(glob.glob(os.path.join(root, benchmark, pattern))):
-        with open(os.path.join(folder, "status.json"), encoding="utf-8") as f:
-            status = json.load(f)
-        name = os.path.basename(folder)
-        if status.get("status") != "ok":
-            yield name, status, None, 0
-            continue
-        meta = status["metadata"]
-        episodes = read_results(folder)
-        if benchmark == "dbbench":
-            packet, n_fail = dbbench_evidence(name, episodes, meta["task_ids"], threshold=meta["reward_threshold"],
-                                              **r.packet.dbbench.to_dict())
-        else:
-            packet, n_fail = trace_packet(benchmark, [(status["batch_id"], episodes)], source=f"{benchmark}/{name}",
-                                          threshold=meta["reward_threshold"], max_traces=r.packet.max_traces,
-                                          strategy=r.packet.strategy, **r.packet[benchmark].to_dict())
-        yield name, status, packet, n_fail
-
-
-def build_rows(config, root: str, benchmark: str) -> tuple[list[dict], dict]:
-    """RL rows for every complete baseline batch of `benchmark` under `root`."""
-    from hr1_jax.data.rows import rl_row
-    from hr1_jax.rollout.prompts import build_prompt, default_schema_style
-
-    r, pc = config.rollout, config.patch_protocol
-    rows, skipped = [], {"not_ok": 0, "too_few_failures": 0}
-    for name, status, packet, n_fail in batch_packets(config, root, benchmark):
-        if packet is None:
-            skipped["not_ok"] += 1
-            continue
-        meta = status["metadata"]
-        if n_fail < r.min_failures:
-            skipped["too_few_failures"] += 1
-            continue
-        style = r.schema_style or default_schema_style(benchmark)
-        prompt = build_prompt(benchmark, packet, protocol=pc.response_protocol, schema_style=style)
-        row_meta = dict(meta, batch_tag=f"{benchmark}_{name}", batch_id=status["batch_id"],
-                        response_protocol=pc.response_protocol, schema_style=style,
-                        target_model=config.target.model or config.target.name,
-                        prompt_version="hr1-prompt-v1", included_failures=n_fail)
-        rows.append(rl_row(prompt[0]["content"], prompt[1]["content"], row_meta))
-    return rows, skipped
-
-
 def build_rows_stage(config, workdir: str) -> int:
     """Every stored baseline batch (rollout.baseline_dir or WORKDIR/baseline, from `hr1 baseline`)
     -> failure packet -> RL prompt row: WORKDIR/rows/rl_<benchmark>.jsonl, the benchmark-pure grouped
     file WORKDIR/rows/rl_grouped.jsonl (what `hr1 teacher` and `hr1 grpo` read) and stats.json."""
     from hr1_jax.data.rows import group_rows, parse_group_counts, write_jsonl
+    from hr1_jax.rollout.rows import build_rows
 
     root = baseline_root(config, workdir)
     out_dir = os.path.join(workdir, "rows")

@@ -1,6 +1,7 @@
 """Config section `rollout`: worker pool, batches, packets and the paired rerun reward (spec §1, §5)."""
 import ml_collections
 
+from envs import registry
 from hr1_jax.config import require
 
 METRICS = ("delta_average_reward", "delta_pass_rate")
@@ -31,12 +32,9 @@ def defaults() -> ml_collections.ConfigDict:
     c.packet = ml_collections.ConfigDict()
     c.packet.strategy = "round_robin"
     c.packet.max_traces = 20
-    c.packet.webshop = ml_collections.ConfigDict(dict(max_obs_chars=1200, max_assistant_chars=600,
-                                                      max_approx_tokens=18000))
-    c.packet.alfworld = ml_collections.ConfigDict(dict(max_obs_chars=350, max_assistant_chars=200,
-                                                       max_approx_tokens=12000))
-    c.packet.dbbench = ml_collections.ConfigDict(dict(max_failures_per_batch=4, max_messages_per_trace=22,
-                                                      max_tool_result_chars=1200, max_evidence_chars=26000))
+    # rollout.packet.<benchmark>: its packet builder's size limits (defaults: its descriptor's Packets.limits)
+    for name in registry.names():
+        c.packet[name] = ml_collections.ConfigDict(dict(registry.benchmark(name).packets.limits))
     return c
 
 

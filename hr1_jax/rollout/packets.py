@@ -1,5 +1,7 @@
-"""The engineer's evidence: trace packets (WebShop/ALFWorld, spec §1.2) and the DBBench evidence
-packet (§1.3), built from no-harness baseline episodes (`results.jsonl` rows of a batch).
+"""The engineer's evidence: the failure packet of a batch of no-harness baseline episodes
+(`EpisodeResult` records). The generic trace packet (spec §1.2) is shaped by the benchmark's
+descriptor (`envs.plugin.Packets`: title, what else not to encode, its runtime signals); a
+benchmark may build its own packet instead (`Packets.evidence`, e.g. DBBench's §1.3 evidence).
 
 Runtime signals come only from structured tool calls, never from regex-scraped observation text.
 """
@@ -10,7 +12,7 @@ import dataclasses
 import json
 import re
 
-from hr1_jax.runtime.episode import INFRA_ERROR
+from envs.registry import benchmark, import_object
 
 # §1.2 step 3: product ids (B0 + 8 alnum, either case of the B) and local paths.
 _PRODUCT_ID = re.compile(r"\b[bB]0[0-9a-zA-Z]{8}\b")
@@ -47,17 +49,18 @@ def approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def failure_cases(batches: list[tuple[int, list[dict]]], threshold: float) -> list[TraceCase]:
-    """Rows with reward < threshold, an integer index and messages (infra failures are not traces)."""
+def failure_cases(batches: list[tuple[int, list]], threshold: float) -> list[TraceCase]:
+    """Episodes with reward < threshold, an integer index and messages (infra failures are not traces)."""
     cases = []
     for batch_id, episodes in batches:
-        for ep in episodes:
-            if ep.get("status") == INFRA_ERROR or ep.get("reward") is None:
-                continue
-            if float(ep["reward"]) < threshold and isinstance(ep.get("task_id"), int) and ep.get("trajectory"):
-                cases.append(TraceCase(ep["task_id"], batch_id, float(ep["reward"]), str(ep.get("status", "")),
-                                       ep["trajectory"]))
+        for ep in _scored(episodes):
+            if float(ep.reward) < threshold and isinstance(ep.task_id, int) and ep.trajectory:
+                cases.append(TraceCase(ep.task_id, batch_id, float(ep.reward), str(ep.status), ep.trajectory))
     return cases
+
+
+def _scored(episodes: list) -> list:
+    return [ep for ep in episodes if not ep.infra_failed and ep.reward is not None]
 
 
 def select(cases: list[TraceCase], strategy: str, max_traces: int) -> list[TraceCase]:
@@ -98,35 +101,29 @@ def _repeats(values: list[str]) -> str:
     return ", ".join(f"{v!r} x{n}" for v, n in rep)
 
 
+def generic_signals(actions: list[tuple[str, str]], observations: list[str]) -> list[str]:
+    """Action-tool calls, "nothing happens" observations, repeated actions and observations."""
+    sig = [f"take_action: {sum(n == 'take_action' for n, _ in actions)}",
+           f"nothing_happens_observations: {sum('nothing happens' in o.lower() for o in observations)}"]
+    rep_a = _repeats([v.lower() for _, v in actions])
+    if rep_a:
+        sig.append(f"repeated_action_values: {rep_a}")
+    norm = [re.sub(r"\s+", " ", sanitise(o)).strip().lower()[:200] for o in observations]
+    dup = {o: n for o, n in collections.Counter(norm).items() if n > 1}
+    if dup:
+        sig.append(f"repeated_observations: total {sum(dup.values())}, distinct {len(dup)}")
+    return sig
+
+
 def runtime_signals(bench: str, case: TraceCase) -> list[str]:
     msgs = case.messages
     actions = _tool_calls(msgs)
     text_only = sum(1 for m in msgs if m.get("role") == "assistant" and (m.get("content") or "").strip()
                     and not m.get("tool_calls"))
     sig = [f"total_actions: {len(actions)}", f"assistant_text_without_tool_turns: {text_only}"]
-    if bench == "webshop":
-        searches = [v for n, v in actions if n == "search_action"]
-        clicks = [v for n, v in actions if n == "click_action"]
-        sig += [f"search_action: {len(searches)}", f"click_action: {len(clicks)}",
-                f"buy_now_clicks: {sum(v.strip().lower() == 'buy now' for v in clicks)}"]
-        rep_s, rep_c = _repeats([s.lower() for s in searches]), _repeats([c.lower() for c in clicks])
-        if rep_s:
-            sig.append(f"repeated_search_terms: {rep_s}")
-        if rep_c:
-            sig.append(f"repeated_click_values: {rep_c}")
-        if not (rep_s or rep_c) and _repeats([v for _, v in actions]):
-            sig.append(f"repeated_action_values: {_repeats([v for _, v in actions])}")
-    else:
-        observations = [str(m.get("content") or "") for m in msgs if m.get("role") == "tool"]
-        sig += [f"take_action: {sum(n == 'take_action' for n, _ in actions)}",
-                f"nothing_happens_observations: {sum('nothing happens' in o.lower() for o in observations)}"]
-        rep_a = _repeats([v.lower() for _, v in actions])
-        if rep_a:
-            sig.append(f"repeated_action_values: {rep_a}")
-        norm = [re.sub(r"\s+", " ", sanitise(o)).strip().lower()[:200] for o in observations]
-        dup = {o: n for o, n in collections.Counter(norm).items() if n > 1}
-        if dup:
-            sig.append(f"repeated_observations: total {sum(dup.values())}, distinct {len(dup)}")
+    own = benchmark(bench).packets.signals
+    observations = [str(m.get("content") or "") for m in msgs if m.get("role") == "tool"]
+    sig += (import_object(own) if own else generic_signals)(actions, observations)
     if "task limit" in case.status.lower().replace("_", " "):
         sig.append("terminal_signal: task_limit_reached")
     return sig
@@ -156,13 +153,14 @@ def format_case(bench: str, case: TraceCase, max_obs: int, max_assistant: int) -
     return "\n".join(lines)
 
 
-def trace_packet(bench: str, batches: list[tuple[int, list[dict]]], *, source: str = "", threshold: float = 1.0,
+def trace_packet(bench: str, batches: list[tuple[int, list]], *, source: str = "", threshold: float = 1.0,
                  max_traces: int = 20, strategy: str = "round_robin", max_obs_chars: int = 1200,
                  max_assistant_chars: int = 600, max_approx_tokens: int = 18000) -> tuple[str, int]:
     """The §1.2 markdown packet and the number of included traces (0 = nothing to learn from)."""
     cases = failure_cases(batches, threshold)
     chosen = select(cases, strategy, max_traces)
-    name = {"webshop": "WebShop", "alfworld": "ALFWorld"}.get(bench, bench)
+    rules = benchmark(bench).packets
+    name = rules.title or bench
 
     def header(included: int) -> list[str]:
         return [f"# {name} no-harness failure traces",
@@ -173,7 +171,7 @@ def trace_packet(bench: str, batches: list[tuple[int, list[dict]]], *, source: s
                 "## Instructions for Harness Engineer",
                 "- Infer recurring, general failure modes from these traces.",
                 "- Do not encode product ids, exact product names, task indices or answers"
-                + (", nor numbered instance ids such as \"sinkbasin 1\"." if bench == "alfworld" else "."),
+                + (f", nor {rules.also_forbid}." if rules.also_forbid else "."),
                 "- Prefer auditable, general, typed actions.",
                 "- Use hard blocking only for clearly observable runtime conditions; otherwise prefer hints or skills.",
                 "", "## Failure Traces"]
@@ -191,66 +189,17 @@ def trace_packet(bench: str, batches: list[tuple[int, list[dict]]], *, source: s
     return packet, len(body)
 
 
-def _collapse(text: str, n: int) -> str:
-    text = re.sub(r"\s+", " ", str(text)).strip()
-    return text if len(text) <= n else text[:n] + "..."
-
-
-def render_db_trace(ep: dict, *, max_messages: int = 22, max_tool_result_chars: int = 1200) -> str:
-    lines = [f"Trace index={ep['task_id']} status={ep.get('status')} reward={float(ep['reward']):.3f}"]
-    shown = 0
-    for m in ep.get("trajectory") or []:
-        role, content = m.get("role"), str(m.get("content") or "")
-        if role == "system" or (role == "user" and "Evaluation metadata:" in content):
-            continue
-        if shown >= max_messages:
-            lines.append("...[trace truncated]")
-            break
-        shown += 1
-        if role == "assistant":
-            for call in (m.get("tool_calls") or [])[:2]:
-                fn = call.get("function") or {}
-                lines.append(f"ASSISTANT_TOOL {fn.get('name', '')}: {_collapse(fn.get('arguments', ''), 600)}")
-            if content.strip():
-                lines.append("ASSISTANT: " + content.strip()[:500])
-        elif role == "tool":
-            lines.append("TOOL_RESULT: " + content[:max_tool_result_chars])
-        else:
-            lines.append("USER: " + content[:900])
-    return "\n".join(lines)
-
-
-def batch_overview(episodes: list[dict], threshold: float) -> str:
-    """The heuristic per-batch overview the reference orchestrator wrote to debug/overview.md."""
-    statuses = collections.Counter(str(ep.get("status")) for ep in episodes)
-    tools = collections.Counter(n for ep in episodes for n, _ in _tool_calls(ep.get("trajectory") or []))
-    lines = [f"- tasks: {len(episodes)}; passed: {sum((ep.get('reward') or 0) >= threshold for ep in episodes)}",
-             "- statuses: " + ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())),
-             "- tool calls: " + (", ".join(f"{k}={v}" for k, v in sorted(tools.items())) or "none")]
-    for ep in episodes:
-        c = ep.get("counts") or {}
-        lines.append(f"- index {ep['task_id']}: reward={float(ep.get('reward') or 0):.3f} status={ep.get('status')} "
-                     f"turns={c.get('turns', 0)} invalid_calls={c.get('invalid_tool_calls', 0)} "
-                     f"text_only_turns={c.get('no_tool_call_turns', 0)}")
-    return "\n".join(lines)
-
-
-def dbbench_evidence(batch_name: str, episodes: list[dict], task_ids: list[int], *, threshold: float = 1.0,
-                     max_failures_per_batch: int = 4, max_messages_per_trace: int = 22,
-                     max_tool_result_chars: int = 1200, max_evidence_chars: int = 26000) -> tuple[str, int]:
-    """The §1.3 DBBench evidence markdown and the number of failures included."""
-    scored = [ep for ep in episodes if ep.get("reward") is not None and ep.get("status") != INFRA_ERROR]
-    passed = sum(float(ep["reward"]) >= threshold for ep in scored)
-    failures = sorted((ep for ep in scored if float(ep["reward"]) < threshold),
-                      key=lambda ep: (float(ep["reward"]), ep["task_id"]))[:max_failures_per_batch]
-    span = f"[{min(task_ids)}, {max(task_ids) + 1})" if task_ids else "[]"
-    parts = [f"# DBBench batch evidence: {batch_name}", f"- tasks: {len(task_ids)}", f"- source slice: {span}",
-             f"- baseline pass: {passed}/{len(task_ids)}", f"- failures included: {len(failures)}", "",
-             "## Existing Batch Overview", batch_overview(scored, threshold)[:3000] or "(no overview)", "",
-             "## Failure Traces"]
-    parts += [render_db_trace(ep, max_messages=max_messages_per_trace, max_tool_result_chars=max_tool_result_chars)
-              + "\n" for ep in failures]
-    text = "\n".join(parts)
-    if len(text) > max_evidence_chars:
-        text = text[:max_evidence_chars] + "\n...[evidence truncated]"
-    return text, len(failures)
+def failure_packet(bench: str, name: str, episodes: list, *, batch_id: int = 0, task_ids: list[int] | None = None,
+                   threshold: float = 1.0, strategy: str = "round_robin", max_traces: int = 20,
+                   max_failures: int | None = None, limits: dict | None = None) -> tuple[str, int]:
+    """The failure packet of one batch of `bench` (its `name`, e.g. "batch_000") and the number of
+    failures it includes (0 = nothing to learn from). `limits` override the descriptor's;
+    `max_failures` caps the failures included (None = `max_traces`, or the benchmark's own cap)."""
+    rules = benchmark(bench).packets
+    limits = {**dict(rules.limits), **(limits or {})}
+    if rules.evidence:
+        ids = [ep.task_id for ep in episodes] if task_ids is None else task_ids
+        return import_object(rules.evidence)(name, _scored(episodes), ids, threshold=threshold,
+                                             max_failures=max_failures, **limits)
+    return trace_packet(bench, [(batch_id, episodes)], source=f"{bench}/{name}", threshold=threshold,
+                        max_traces=max_traces if max_failures is None else max_failures, strategy=strategy, **limits)

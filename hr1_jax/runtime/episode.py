@@ -74,6 +74,18 @@ class EpisodeResult:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, row: dict) -> "EpisodeResult":
+        """The record of a `to_dict` row (a results.jsonl line or a worker's result): exactly its
+        fields, so `from_dict(row).to_dict() == row` and the files round-trip byte for byte."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        missing = [n for n, f in fields.items() if n not in row and f.default is dataclasses.MISSING]
+        unknown = sorted(set(row) - set(fields))
+        if missing or unknown:
+            raise ValueError(f"not an episode result row (task {row.get('task_id')!r}): "
+                             f"missing {missing}, unknown {unknown}")
+        return cls(**row)
+
 
 def _cfg(config, section: str, key: str, default):
     try:

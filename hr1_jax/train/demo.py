@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import shutil
@@ -111,33 +112,31 @@ def stage_baseline(config, workdir: str, pool) -> dict:
     return info
 
 
-def _rows_for(config, root: str, bench: str) -> list[dict]:
-    from hr1_jax.rollout.cli import batch_packets
+def _compact_row(config, bench: str, batch, part: str) -> dict:
+    """The demo's row of a stored batch of `part`: the compact prompt of its packet's teacher signals."""
     from hr1_jax.train.compact import SYSTEM, compact_user
     from hr1_jax.train.teacher.signals import detect
 
-    rows = []
-    for name, status, packet, n_fail in batch_packets(config, root, bench, "*batch_*"):
-        if packet is None or n_fail < config.rollout.min_failures:
-            continue
-        meta = status["metadata"]
-        signals = detect(bench, packet)
-        user = compact_user(bench, signals, int(meta["baseline_pass"]), len(meta["task_ids"]))
-        rows.append(rl_row(SYSTEM, user, dict(meta, batch_tag=f"{bench}_{os.path.basename(root)}_{name}",
-                                               batch_id=status["batch_id"], packet_signals=signals,
-                                               included_failures=n_fail, prompt_version="hr1-demo-compact-v1",
-                                               response_protocol=config.patch_protocol.response_protocol)))
-    return rows
+    meta = batch.metadata
+    signals = detect(bench, batch.packet)
+    user = compact_user(bench, signals, int(meta["baseline_pass"]), len(meta["task_ids"]))
+    tag = f"{bench}_{part}_{batch.name}"
+    return rl_row(SYSTEM, user, dict(meta, batch_tag=tag, batch_id=batch.status["batch_id"], packet_signals=signals,
+                                     included_failures=batch.n_failures, prompt_version="hr1-demo-compact-v1",
+                                     response_protocol=config.patch_protocol.response_protocol))
 
 
 def stage_rows(config, workdir: str) -> dict:
+    from hr1_jax.rollout.rows import build_rows
+
     info = {}
     for part in PARTS:
         rows = []
         for bench in config.train.demo.benchmarks:
             if not config.train.demo[bench][f"{part}_tasks"]:
                 continue
-            got = _rows_for(config, os.path.join(workdir, "baseline", part), bench)
+            got, _ = build_rows(config, os.path.join(workdir, "baseline", part), bench, pattern="*batch_*",
+                                make_row=functools.partial(_compact_row, part=part))
             info[f"{part}/{bench}"] = len(got)
             rows += got
         write_jsonl(os.path.join(workdir, "rows", f"rl_{part}.jsonl"), rows)

@@ -7,8 +7,8 @@ import pytest
 from hr1_jax.data.rows import group_rows, read_jsonl, rl_row, rows_dataset, sft_assistant_text, write_jsonl
 from hr1_jax.rollout.batches import baseline_metadata
 from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
-from hr1_jax.rollout.packets import dbbench_evidence, sanitise, select, trace_packet, trim, TraceCase
-from hr1_jax.runtime import run_episode
+from hr1_jax.rollout.packets import failure_packet, sanitise, select, trace_packet, trim, TraceCase
+from hr1_jax.runtime import EpisodeResult, run_episode
 from toy_env import CounterAgent, CounterEnv
 
 
@@ -54,9 +54,13 @@ def test_trim_sanitise_and_selection():
     assert [c.index for c in select(cases, "lowest_reward", 2)] == [1, 10]
 
 
+def records(ids, **kw):
+    return [EpisodeResult.from_dict(ep) for ep in episodes(ids, **kw)]
+
+
 def test_trace_packet_has_signals_transcript_and_respects_token_budget():
-    eps = episodes(range(8))
-    assert all(e["reward"] == 0.0 for e in eps)
+    eps = records(range(8))
+    assert all(e.reward == 0.0 for e in eps)
     packet, n = trace_packet("alfworld", [(0, eps)], max_traces=5, max_obs_chars=350, max_assistant_chars=200,
                              max_approx_tokens=100000)
     assert n == 5 and packet.count("### Trace case") == 5
@@ -68,11 +72,12 @@ def test_trace_packet_has_signals_transcript_and_respects_token_budget():
 
 
 def test_dbbench_evidence_packet():
-    eps = episodes(range(6))
-    text, n = dbbench_evidence("batch_000", eps, list(range(6)), max_failures_per_batch=4)
+    eps = records(range(6))
+    text, n = failure_packet("dbbench", "batch_000", eps)   # the descriptor's own packet and cap (4)
     assert n == 4 and text.count("Trace index=") == 4 and "baseline pass: 0/6" in text
     assert "## Existing Batch Overview" in text and "ASSISTANT_TOOL add:" in text
-    cut, _ = dbbench_evidence("batch_000", eps, list(range(6)), max_evidence_chars=300)
+    assert failure_packet("dbbench", "batch_000", eps, max_failures=6)[1] == 6
+    cut, _ = failure_packet("dbbench", "batch_000", eps, limits={"max_evidence_chars": 300})
     assert cut.endswith("...[evidence truncated]") and len(cut) < 340
 
 

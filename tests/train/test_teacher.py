@@ -8,6 +8,7 @@ import pytest
 from hr1_jax.patch.runner import call_hook
 from hr1_jax.patch.sandbox import compile_hook
 from hr1_jax.rollout.prompts import EVIDENCE_MARKER
+from hr1_jax.runtime.episode import EpisodeResult
 from hr1_jax.train.teacher.programs import LIBRARY, build_patch, module_names, render_response
 from hr1_jax.train.teacher.signals import detect
 from hr1_jax.train.teacher.template import TemplateTeacher
@@ -123,7 +124,7 @@ def _ws_episode(task_id, reward, status, calls, observations):
         msgs.append({"role": "assistant", "content": "", "tool_calls": [
             {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps({key: arg})}}]})
         msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": obs})
-    return {"task_id": task_id, "reward": reward, "status": status, "trajectory": msgs}
+    return EpisodeResult("webshop", "test", task_id, 0, reward, False, status, msgs, [], [], {}, {}, {}, {})
 
 
 def test_webshop_signals_on_the_real_packet():

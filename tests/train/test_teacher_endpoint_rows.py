@@ -6,8 +6,9 @@ from hr1_jax.config import base_config
 from hr1_jax.data.rows import rl_row
 from hr1_jax.patch.parse import extract_response_json
 from hr1_jax.rollout.batches import baseline_metadata, run_batch
-from hr1_jax.rollout.packets import dbbench_evidence
+from hr1_jax.rollout.packets import failure_packet
 from hr1_jax.rollout.reward import RewardContext
+from hr1_jax.runtime.episode import EpisodeResult
 from hr1_jax.train.compact import SYSTEM, compact_user
 from hr1_jax.train.teacher import EndpointTeacher, build_sft_rows
 from hr1_jax.train.teacher.programs import module_names, render_response
@@ -32,7 +33,7 @@ def test_endpoint_teacher_rows_are_rerun_and_cleaned(tmp_path):
             LoopbackOpenAIServer(lambda m: FrontierStandIn(), strict=True) as srv:
         eps = run_batch(ctx.pool, "dbbench", "dev", ids, target=config.target.to_dict(), seed=0)
         meta = baseline_metadata("dbbench", "dev", 0, eps, target_name=config.target.name)
-        packet, _ = dbbench_evidence("batch_000", eps, ids)
+        packet, _ = failure_packet("dbbench", "batch_000", [EpisodeResult.from_dict(ep) for ep in eps], task_ids=ids)
         meta = dict(meta, batch_tag="endpoint_teacher_test", packet_signals=detect("dbbench", packet))
         row = rl_row(SYSTEM, compact_user("dbbench", meta["packet_signals"], meta["baseline_pass"], len(ids)), meta)
         kept, stats = build_sft_rows([row], EndpointTeacher(srv.base_url, "frontier", retries=0), ctx,
