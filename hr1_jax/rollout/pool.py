@@ -488,25 +488,34 @@ class WorkerPool:
         except (BlockingIOError, OSError):
             pass
 
+    def _handle_ready(self, fd: int) -> None:
+        """One message from a ready pipe (lock held); a closed pipe means the worker died."""
+        if fd == self._wake_r.fileno():
+            self._drain_wake()
+            return
+        w = self._by_fd.get(fd)
+        if w is None:   # replaced earlier in this round
+            return
+        try:
+            self._on_message(w, w.conn.recv())
+        except (EOFError, OSError):
+            self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+
     def _dispatch_round(self) -> bool:
         with self._lock:
             if not self._assign_idle((OSError, ValueError)):
                 return False
         events = self._poller.poll(200)   # ms; a worker's pipe is readable on a message or on its death
+        quiet = not events
         with self._lock:
-            for fd, _ in events:
-                if fd == self._wake_r.fileno():
-                    self._drain_wake()
-                    continue
-                w = self._by_fd.get(fd)
-                if w is None:   # replaced earlier in this round
-                    continue
-                try:   # one message per ready pipe a round: the next poll returns at once if more wait
-                    self._on_message(w, w.conn.recv())
-                except (EOFError, OSError):
-                    self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+            for _drain in range(32):   # what arrived meanwhile is handled in this lock hold (bounded)
+                for fd, _ in events:
+                    self._handle_ready(fd)
+                events = self._poller.poll(0)
+                if not events:
+                    break
             self._expire_overdue()
-            if not events:   # a quiet round: catch a death the pipe did not report
+            if quiet:   # catch a death the pipe did not report
                 for w in list(self._workers):
                     if not w.proc.is_alive() and not w.conn.poll():
                         self._replace(w, f"worker died (exit code {w.proc.exitcode})")

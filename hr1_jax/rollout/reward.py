@@ -66,7 +66,9 @@ class RewardResult:
     eval_s: float = 0.0
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields for serialising (nested containers shared, not deep-copied as by
+        `dataclasses.asdict`: the cache write is on the parent's CPU beside the workers)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _sub(config, key):
@@ -94,6 +96,7 @@ class RewardContext:
         self._pool, self._own_pool = pool, pool is None
         self.counters = {"evaluations": 0, "cache_hits": 0, "eval_failed": 0, "invalid": 0, "deduped": 0}
         self._counter_lock = threading.Lock()
+        self._executors: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 
     def count(self, key: str, n: int = 1) -> None:
         with self._counter_lock:
@@ -106,7 +109,20 @@ class RewardContext:
             self._pool = make_pool(self.config)
         return self._pool
 
+    def executor(self, threads: int) -> concurrent.futures.ThreadPoolExecutor:
+        """The rerun threads, kept across groups: starting 8 threads per group cost the parent CPU
+        and latency (each start waits for the new thread to run) beside the workers."""
+        with self._counter_lock:
+            if threads not in self._executors:
+                self._executors[threads] = concurrent.futures.ThreadPoolExecutor(
+                    threads, thread_name_prefix="hr1-reward")
+            return self._executors[threads]
+
     def close(self) -> None:
+        with self._counter_lock:
+            executors, self._executors = list(self._executors.values()), {}
+        for ex in executors:
+            ex.shutdown(wait=True)
         if self._own_pool and self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -384,12 +400,15 @@ def _scored_on_process_zero(score) -> list[RewardResult]:
 
 def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
                 max_parallel: int | None) -> list[RewardResult]:
-    metas = [_meta(row, ctx) for row in rows]   # a row that is not what it claims fails before any rerun
+    checked: dict = {}   # a group's rows share one metadata object: check it once
+    for row in rows:   # a row that is not what it claims fails before any rerun
+        if id(row.get("metadata")) not in checked:
+            checked[id(row.get("metadata"))] = _meta(row, ctx)
+    metas = [checked[id(row.get("metadata"))] for row in rows]
     results: list[RewardResult | None] = [None] * len(rows)
     futures: dict[str, concurrent.futures.Future] = {}
     slots: dict[str, list[int]] = {}
     prepared: dict = {}   # a GRPO group repeats texts: parse, compile and hash each distinct one once
-    ex = None
     try:
         for i, (row, text, meta) in enumerate(zip(rows, responses, metas)):
             memo = (text, id(row.get("metadata")))
@@ -402,9 +421,7 @@ def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
                 results[i] = rejected
                 continue
             if key not in futures:  # rerun it now: validating the rest overlaps with the workers
-                if ex is None:
-                    ex = concurrent.futures.ThreadPoolExecutor(max(1, max_parallel or 4 * ctx.pool.num_workers),
-                                                               thread_name_prefix="hr1-reward")
+                ex = ctx.executor(max(1, max_parallel or 4 * ctx.pool.num_workers))
                 futures[key] = ex.submit(_score_keyed, patch, meta, key, ctx)
             slots.setdefault(key, []).append(i)
         ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
@@ -412,7 +429,6 @@ def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
             first = fut.result()
             for n, i in enumerate(slots[key]):
                 results[i] = first if n == 0 else dataclasses.replace(first, cache_hit=first.eval_status == OK)
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=True)
+    finally:  # never leave this group's reruns running behind an error
+        concurrent.futures.wait(futures.values())
     return results

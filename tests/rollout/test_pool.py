@@ -103,3 +103,17 @@ def test_the_job_queued_behind_a_killed_workers_job_is_requeued_unblamed(monkeyp
         assert sorted(r["task_id"] for r in got) == [0, 1, 2, 3, 4]
         assert all(r["status"] == "completed" for r in got)
         assert (first.retries, second.retries, pool.stats["job_retries"]) == (1, 0, 1)
+
+
+def test_an_idle_worker_that_dies_is_replaced_and_the_pool_still_runs_jobs():
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=0) as pool:
+        assert len(pool.run(spec(range(4)))) == 4
+        victim = pool.worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)   # no job in flight: only its closed pipe reports the death
+        deadline = time.monotonic() + 60
+        while victim in pool.worker_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert victim not in pool.worker_pids() and pool.stats["workers_replaced"] == 1
+        results = pool.run(spec(range(6)))
+        assert sorted(r["task_id"] for r in results) == list(range(6))
+        assert all(r["status"] == "completed" for r in results)

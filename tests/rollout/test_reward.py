@@ -207,3 +207,23 @@ def test_cache_keys_of_encodable_patches_are_unchanged_by_sanitising(setup):
     raw = canonical_sha256({"patch": patch, "batch": meta["identity"]["batch_sha256"],
                             "baseline_rewards": meta["baseline_rewards"], "context": ctx.reward_context(meta)})
     assert status == "ok" and cache_key(patch, meta, ctx) == raw[:32]
+
+
+def test_a_context_keeps_its_rerun_threads_across_groups_and_stops_them_on_close(setup, tmp_path):
+    c, pool, row, _ = setup
+    texts = [response(f"Hint number {i}: inspect the schema first.") for i in range(3)]
+
+    def rerun_threads():
+        return {t for t in threading.enumerate() if t.name.startswith("hr1-reward")}
+
+    before = rerun_threads()
+    ctx = RewardContext(c, pool=pool, cache_dir=str(tmp_path / "a"))
+    first = score_group([row] * 3, texts, ctx)
+    threads = rerun_threads() - before
+    ctx.cache_dir = str(tmp_path / "b")   # fresh cache: the second group reruns too
+    second = score_group([row] * 3, texts, ctx)
+    assert threads and all(t.is_alive() for t in threads)   # kept after their group ended
+    threads = rerun_threads() - before
+    assert [r.score for r in first] == [r.score for r in second] and ctx.counters["evaluations"] == 6
+    ctx.close()
+    assert not any(t.is_alive() for t in threads)
