@@ -1,17 +1,19 @@
 """`hr1 serve` throughput and the served agent-SFT target's success beside the scripted target.
 
-    .venv/bin/python benchmarks/bench_serve.py --workdir W [--tasks 0:20] [--repeats 3]
+    .venv/bin/python benchmarks/bench_serve.py --workdir W [--tasks 0:20] [--repeats 3] [--guided_tools off]
 
 W is an `hr1 agent-sft` workdir (W/final_params and W/rows/agent_sft_rows.jsonl), e.g. from
 `hr1 baseline --config=agent_sft_demo --workdir=W && hr1 agent-sft --config=agent_sft_demo --workdir=W`.
 
 1. Throughput: the first-turn prompts of the agent-SFT rows (DBBench system prompt, tool schema,
-   task) sent over HTTP by C concurrent clients (C = 1, 4, 8; greedy, max_tokens 64), after one
-   warm-up pass of each C (compiles excluded). Medians over repeats of requests/s and completion
-   tokens/s; the ratio to C = 1 (named baseline: the same server decoding one request at a time).
-2. Success: the same DBBench task ids (test split) run by the scripted target the rows came from and
-   by the served neural target (target.kind=openai), on one worker pool; success rate, mean reward,
-   infra errors and mean turns of each.
+   task; the same fixed prompts every pass) sent over HTTP by C concurrent clients (C = 1, 4, 8;
+   greedy, max_tokens 64), after one warm-up pass of each C (compiles excluded). The repeats are
+   interleaved (C = 1, 4, 8, then again), so a change of machine load hits every C alike. Medians
+   over repeats of requests/s and completion tokens/s; the ratio to C = 1 in the same run (named
+   baseline: the same server decoding one request at a time), and the batch sizes that formed.
+2. Success: the same task ids (test split) of each `--benchmarks` run by the scripted target the rows
+   came from and by the served neural target (target.kind=openai), on one worker pool; success rate,
+   mean reward, infra errors and mean turns of each, and the server's guided-tool-call counts.
 The load average is printed before and after.
 """
 from __future__ import annotations
@@ -46,24 +48,37 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
-def throughput(url: str, rows: list[dict], concurrency: int, repeats: int, max_tokens: int) -> dict:
-    bodies = [{"model": "bench", "messages": r["messages"][:2], "tools": r["tools"], "temperature": 0,
-               "max_tokens": max_tokens} for r in rows[:max(concurrency * 2, 8)]]
-
-    def one_pass():
-        t0 = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
-            out = list(pool.map(lambda b: _post(url, b), bodies))
-        dt = time.monotonic() - t0
-        return len(out) / dt, sum(o["usage"]["completion_tokens"] for o in out) / dt
-
-    one_pass()   # warm-up: compiles every batch shape this concurrency produces
-    runs = [one_pass() for _ in range(repeats)]
-    return {"requests_per_s": statistics.median(r[0] for r in runs),
-            "tokens_per_s": statistics.median(r[1] for r in runs), "requests": len(bodies)}
+def _bodies(rows: list[dict], n: int, max_tokens: int) -> list[dict]:
+    return [{"model": "bench", "messages": r["messages"][:2], "tools": r["tools"], "temperature": 0,
+             "max_tokens": max_tokens} for r in (rows * n)[:n]]
 
 
-def success(config, url: str, tasks: list[int]) -> dict:
+def _pass(url: str, bodies: list[dict], concurrency: int) -> tuple[float, float]:
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        out = list(pool.map(lambda b: _post(url, b), bodies))
+    dt = time.monotonic() - t0
+    return len(out) / dt, sum(o["usage"]["completion_tokens"] for o in out) / dt
+
+
+def throughput(srv, rows: list[dict], levels: tuple[int, ...], repeats: int, max_tokens: int) -> dict:
+    bodies = {c: _bodies(rows, max(c * 2, 8), max_tokens) for c in levels}
+    for c in levels:   # warm-up: compiles every batch shape this concurrency produces
+        _pass(srv.base_url, bodies[c], c)
+    runs: dict[int, list] = {c: [] for c in levels}
+    for _ in range(repeats):
+        for c in levels:
+            runs[c].append(_pass(srv.base_url, bodies[c], c))
+    out = {c: {"requests_per_s": statistics.median(r[0] for r in runs[c]),
+               "tokens_per_s": statistics.median(r[1] for r in runs[c]), "requests": len(bodies[c]),
+               "passes_requests_per_s": [round(r[0], 2) for r in runs[c]]} for c in levels}
+    for c in levels:
+        out[c]["requests_per_s_vs_c1"] = out[c]["requests_per_s"] / out[levels[0]]["requests_per_s"]
+        out[c]["tokens_per_s_vs_c1"] = out[c]["tokens_per_s"] / out[levels[0]]["tokens_per_s"]
+    return out
+
+
+def success(config, url: str, benchmarks: list[str], tasks: list[int]) -> dict:
     from hr1_jax.rollout.batches import run_batch, summarize
     from hr1_jax.rollout.pool import WorkerPool
 
@@ -71,12 +86,13 @@ def success(config, url: str, tasks: list[int]) -> dict:
     neural = dict(scripted, kind="openai", base_url=url, model="bench", name="agent-sft-demo", temperature=0.0)
     out = {}
     with WorkerPool(config) as pool:
-        for name, target in (("scripted", scripted), ("served_agent_sft", neural)):
-            t0 = time.monotonic()
-            eps = run_batch(pool, "dbbench", "test", tasks, target=target, seed=0)
-            s = summarize("dbbench", eps, config.rollout.reward_threshold)
-            out[name] = {k: s[k] for k in ("success_rate", "mean_reward", "infra_errors", "mean_turns")}
-            out[name]["wall_s"] = round(time.monotonic() - t0, 1)
+        for bench in benchmarks:
+            for name, target in (("scripted", scripted), ("served_agent_sft", neural)):
+                t0 = time.monotonic()
+                eps = run_batch(pool, bench, "test", tasks, target=target, seed=0)
+                s = summarize(bench, eps, config.rollout.reward_threshold)
+                res = {k: s[k] for k in ("success_rate", "mean_reward", "infra_errors", "mean_turns")}
+                out[f"{bench}/{name}"] = dict(res, wall_s=round(time.monotonic() - t0, 1))
     return out
 
 
@@ -87,6 +103,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max_tokens", type=int, default=64)
     ap.add_argument("--skip_throughput", action="store_true", help="only the success comparison")
+    ap.add_argument("--skip_success", action="store_true", help="only the throughput")
+    ap.add_argument("--benchmarks", default="dbbench", help="comma-separated benchmarks of the success comparison")
+    ap.add_argument("--guided_tools", choices=["on", "off"], default="on", help="as hr1 serve --guided_tools")
     args = ap.parse_args()
     from hr1_jax.config import parse_tasks
 
@@ -95,15 +114,16 @@ def main() -> int:
     config.dbbench.backend = "sqlite"
     rows = read_jsonl(os.path.join(args.workdir, "rows", "agent_sft_rows.jsonl"))
     sampler, tok = load_sampler(os.path.join(args.workdir, "final_params"))
-    with ChatServer(sampler, tok, ServeOptions(model_id="bench"), max_batch=8, window_s=0.01) as srv:
-        result = {}
+    with ChatServer(sampler, tok, ServeOptions(model_id="bench"), max_batch=8, window_s=0.01,
+                    guided_tools=args.guided_tools == "on") as srv:
+        result = {"guided_tools": args.guided_tools}
         if not args.skip_throughput:
-            result["throughput"] = {c: throughput(srv.base_url, rows, c, args.repeats, args.max_tokens)
-                                    for c in (1, 4, 8)}
-            for r in result["throughput"].values():
-                r["requests_per_s_vs_c1"] = r["requests_per_s"] / result["throughput"][1]["requests_per_s"]
-        result["success"] = success(config, srv.base_url, parse_tasks(args.tasks))
+            result["throughput"] = throughput(srv, rows, (1, 4, 8), args.repeats, args.max_tokens)
+            print(f"load after throughput: {_load()}")
+        if not args.skip_success:
+            result["success"] = success(config, srv.base_url, args.benchmarks.split(","), parse_tasks(args.tasks))
         result["server_stats"] = dict(srv.batcher.stats)
+        result["guide_stats"] = dict(srv.batcher.guide.stats) if srv.batcher.guide else None
     print(json.dumps(result, indent=1))
     print(f"load after: {_load()}")
     return 0
