@@ -5,14 +5,12 @@ the same system prompt, prefix, schema style and protocol, so all three build pr
 from __future__ import annotations
 
 from hr1_jax.patch import EVIDENCE_MARKER, system_prompt, user_prompt_prefix
-
-
-def default_schema_style(benchmark: str) -> str:
-    return f"{benchmark}_life_multihook_v1"
+from hr1_jax.patch import schema_style as own_schema_style
 
 
 def build_prompt(benchmark: str, packet: str, *, protocol: str, schema_style: str = "") -> list[dict]:
-    style = schema_style or default_schema_style(benchmark)
+    """`schema_style` "" = the benchmark's own (`hr1_jax.patch.schema_style`)."""
+    style = schema_style or own_schema_style(benchmark)
     prefix = user_prompt_prefix(benchmark, protocol, style).rstrip()
     if not prefix.endswith(EVIDENCE_MARKER):
         prefix = f"{prefix}\n\n{EVIDENCE_MARKER}"

@@ -17,7 +17,8 @@ from typing import Callable, Iterator
 from hr1_jax.data.rows import rl_row
 from hr1_jax.rollout.batches import read_episodes
 from hr1_jax.rollout.packets import failure_packet
-from hr1_jax.rollout.prompts import build_prompt, default_schema_style
+from hr1_jax.patch import schema_style
+from hr1_jax.rollout.prompts import build_prompt
 from hr1_jax.runtime.episode import EpisodeResult
 
 PROMPT_VERSION = "hr1-prompt-v1"
@@ -65,7 +66,7 @@ def engineer_row(config, benchmark: str, packet: str, meta: dict, **extra) -> di
     """The RL row of a packet under the engineer's reference prompt: `meta`, then the prompt's
     protocol and schema style, then `extra`."""
     protocol = config.patch_protocol.response_protocol
-    style = config.rollout.schema_style or default_schema_style(benchmark)
+    style = config.rollout.schema_style or schema_style(benchmark)
     system, user = build_prompt(benchmark, packet, protocol=protocol, schema_style=style)
     return rl_row(system["content"], user["content"],
                   dict(meta, response_protocol=protocol, schema_style=style, **extra))
