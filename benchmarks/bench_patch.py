@@ -9,6 +9,8 @@ issue-17 targets checked in the same run.
   rewrite, budgets, ctx freeze, return normalisation) and in the hook process (both walls:
   pickled round trip over pipes, watchdog), next to a bare call of the same rewritten function
   without a budget (named baseline of the ratios) and the ~116 µs of the tracer-based design;
+* ctx per call site: `env.hook_context` on a live DBBench (SQLite) and ALFWorld env, the ctx the
+  hook call then copies once (frozen inline, pickled to the hook process);
 * validation: parse + normalise + sandbox-compile of a full engineer response built from each
   shipped patch (`hr1_jax/patch/reference_patches`, compile cache cleared first), and the
   `compile_patch` that installs the parsed patch right after (hooks come from the compile cache),
@@ -120,6 +122,30 @@ def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls:
             "inline_cpu": rows[1][1][1], "process_cpu": rows[2][1][1]}
 
 
+def bench_ctx_build(calls: int, repeats: int) -> None:
+    """µs per `env.hook_context` at a real call site (the ctx a hook call then freezes or pickles
+    once): DBBench (SQLite) after one SQL step, ALFWorld (TextWorld) after one step."""
+    from envs.registry import make_env
+    from hr1_jax.config import base_config
+    c = base_config()
+    c.dbbench.backend = "sqlite"
+    sites = [("dbbench", "test", "execute_sql", lambda env: {"query": "SELECT 1"}),
+             ("alfworld", "harness_r1_test", "take_action", lambda env: {"action": env.admissible[0]})]
+    print("ctx per call site (env.hook_context, on_post_step after one step):")
+    for name, split, tool, args in sites:
+        try:
+            env = make_env(name, c)
+            env.reset(env.tasks(split)[0])
+            action = env.action_from_tool_call(tool, args(env))
+            env.step(action)
+        except Exception as e:  # e.g. the ALFWorld extra not installed: say so, measure the rest
+            print(f"  {name:8s} skipped: {type(e).__name__}: {e}"[:200])
+            continue
+        us, cpu = per_call_us(lambda: env.hook_context("on_post_step", turn=1, action=action), calls, repeats)
+        print(f"  {name:8s} {us:8.1f} us/call  cpu {cpu:6.1f}")
+        env.close()
+
+
 def validation_phases(patch: dict, repeats: int) -> dict:
     """CPU ms per phase of compiling the patch's hooks (medians): parse, checks, rewrite, compile.
     Each phase is timed on fresh trees (the checks and the rewrite work in place)."""
@@ -167,6 +193,7 @@ def main() -> int:
     alf = json.loads((REF / "examples/heldout_generalization/harness-r1/seed20260721/alfworld.json").read_text())
     alf = bench_hook("alfworld harness-r1 seed20260721 on_post_step", alf, "on_post_step", [ALFWORLD_CTX],
                      args.calls, args.repeats)
+    bench_ctx_build(args.calls, args.repeats)
 
     files = sorted(p for p in REF.rglob("*.json") if "actions" in json.loads(p.read_text()))
     parse_ms, parse_cpu_ms, compile_ms = [], [], []

@@ -108,12 +108,14 @@ class CpuCeiling:
 
 def _cold_group(pool, c, rows, texts, folder):
     ctx = RewardContext(c, pool=pool, cache_dir=folder)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     results = score_group(rows, texts, ctx)
-    cold = time.perf_counter() - t
+    cold, cpu = time.perf_counter() - t, time.process_time() - cpu
     t = time.perf_counter()
     score_group(rows, texts, ctx)
-    return cold, time.perf_counter() - t, ctx.counters["evaluations"], [r.score for r in results if r.score is not None]
+    warm = time.perf_counter() - t
+    ctx.close()
+    return cold, cpu, warm, ctx.counters["evaluations"], [r.score for r in results if r.score is not None]
 
 
 def _no_dedupe(pool, c, row, texts, folder, n):
@@ -158,8 +160,9 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):   # interleaved: a load change hits every worker count alike
             for n in counts:
                 with tempfile.TemporaryDirectory() as d:
-                    cold, warm, evals, scores = _cold_group(pools[n], c, rows, texts, os.path.join(d, "shared"))
+                    cold, cpu, warm, evals, scores = _cold_group(pools[n], c, rows, texts, os.path.join(d, "shared"))
                     rec[n]["cold"].append(cold)
+                    rec[n]["parent_cpu"].append(cpu)
                     rec[n]["warm"].append(warm)
                     rec[n]["evals"], rec[n]["scores"] = evals, scores
                     rec[n]["nodedupe"].append(_no_dedupe(pools[n], c, row, texts, d, n))
@@ -171,14 +174,15 @@ def main(argv=None) -> int:
     med = statistics.median
     base = rec[counts[0]]["cold"]
     print(f"speedup: median over repeats of the {counts[0]}-worker cold group's time over this row's in the same "
-          f"repeat; ceiling: the pure-CPU control's, sampled in the same repeats")
-    print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'speedup':>7} {'ceiling':>7} {'warm_s':>7} "
-          f"{'no_dedupe_s':>11} {'evals':>5} {'dedupe_saving':>13} {'mean_score':>10}")
+          f"repeat; ceiling: the pure-CPU control's, sampled in the same repeats; parent_cpu_ms: this process's "
+          f"CPU time (all threads) over the cold group, which competes with the workers for the cores")
+    print(f"{'workers':>7} {'startup_s':>9} {'cold_s':>7} {'speedup':>7} {'ceiling':>7} {'parent_cpu_ms':>13} "
+          f"{'warm_s':>7} {'no_dedupe_s':>11} {'evals':>5} {'dedupe_saving':>13} {'mean_score':>10}")
     for n in counts:
         r = rec[n]
         speedup = med([b / x for b, x in zip(base, r["cold"])])
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
-              f"{med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
+              f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
