@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 from envs import registry
 from hr1_jax.patch.errors import PatchError
@@ -22,16 +23,17 @@ def spec(name: str | None):
 
 def id_leak_patterns() -> tuple:
     """Every registered benchmark's task-id patterns: patch text matching one is leakage."""
-    return _union(registry.names())[0]
+    return _union(os.environ.get(registry.EXTRA_ENV, ""))[0]
 
 
 def instance_patterns() -> tuple:
-    """Every registered benchmark's numbered-instance action pattern."""
-    return _union(registry.names())[1]
+    """Every registered benchmark's numbered-instance action pattern (asked on every hook-returned
+    action: the registry's extra registrations, its only varying part, are the cache key)."""
+    return _union(os.environ.get(registry.EXTRA_ENV, ""))[1]
 
 
 @functools.lru_cache(maxsize=8)
-def _union(names: tuple) -> tuple[tuple, tuple]:
-    specs = [registry.benchmark(n).patch for n in names]
+def _union(extra: str) -> tuple[tuple, tuple]:
+    specs = [registry.benchmark(n).patch for n in registry.names()]
     return (tuple(p for s in specs for p in s.id_leak_patterns),
             tuple(s.instance_action_re for s in specs if s.instance_action_re is not None))
