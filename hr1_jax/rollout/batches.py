@@ -69,6 +69,25 @@ def baseline_metadata(benchmark: str, split: str, seed: int, episodes: list[dict
             "identity": batch_identity(benchmark, split, seed, [ep["identity"] for ep in episodes])}
 
 
+def store_baseline_batch(pool: WorkerPool, folder: str, benchmark: str, split: str, task_ids: list[int],
+                         batch_id: int, *, target: dict, seed: int, threshold: float,
+                         on_result=None) -> tuple[dict, dict]:
+    """One no-patch batch run and stored in `folder` (results.jsonl, summary.json, status.json);
+    returns (status, summary). A batch with infrastructure failures is stored with status "failed"
+    (unusable for pairing)."""
+    episodes = run_batch(pool, benchmark, split, task_ids, target=target, seed=seed, on_result=on_result)
+    summary = summarize(benchmark, episodes, threshold)
+    status = {"status": "ok", "batch_id": batch_id, "task_ids": task_ids, "target": target["name"]}
+    try:
+        status["metadata"] = baseline_metadata(benchmark, split, seed, episodes, target_name=target["name"],
+                                               threshold=threshold)
+    except RuntimeError as e:
+        status.update(status="failed", error=str(e))
+    write_results(folder, episodes, summary)
+    write_json(os.path.join(folder, "status.json"), status)
+    return status, summary
+
+
 def write_results(folder: str, episodes: list[dict], summary: dict, extra: dict | None = None) -> None:
     """results.jsonl, then summary.json; episodes carry hook and endpoint text, so each row is
     sanitised on its own and the files are replaced atomically (never left partial or empty)."""

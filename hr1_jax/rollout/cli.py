@@ -93,7 +93,7 @@ def baseline_stage(config, workdir: str) -> int:
     """The target without a patch over config.tasks, in batches of config.rollout.batch_size ->
     <rollout.baseline_dir or WORKDIR/baseline>/<benchmark>/batch_NNN/{results.jsonl, summary.json,
     status.json}. Finished batches are skipped on a rerun."""
-    from hr1_jax.rollout.batches import baseline_metadata, run_batch, summarize, write_results
+    from hr1_jax.rollout.batches import store_baseline_batch
     from hr1_jax.rollout.ray_backend import make_pool
     from hr1_jax.utils.progress import progress
 
@@ -113,19 +113,10 @@ def baseline_stage(config, workdir: str) -> int:
                 if old.get("status") == "ok" and old.get("task_ids") == ids and old.get("target") == config.target.name:
                     bar.update(len(ids))
                     continue  # resume: this batch is done
-            episodes = run_batch(pool, bench, split, ids, target=_target(config), seed=config.seed,
-                                 on_result=lambda ep: bar.update(1))
-            summary = summarize(bench, episodes, config.rollout.reward_threshold)
-            status = {"status": "ok", "batch_id": batch_id, "task_ids": ids, "target": config.target.name}
-            try:
-                status["metadata"] = baseline_metadata(bench, split, config.seed, episodes,
-                                                       target_name=config.target.name,
-                                                       threshold=config.rollout.reward_threshold)
-            except RuntimeError as e:
-                status.update(status="failed", error=str(e))
-                failed += 1
-            write_results(folder, episodes, summary)
-            write_json(status_path, status)
+            status, summary = store_baseline_batch(pool, folder, bench, split, ids, batch_id, target=_target(config),
+                                                   seed=config.seed, threshold=config.rollout.reward_threshold,
+                                                   on_result=lambda ep: bar.update(1))
+            failed += status["status"] != "ok"
             log_event("baseline", "batch", batch=batch_id, status=status["status"],
                       mean_reward=summary["mean_reward"], pass_count=summary["pass_count"])
     bar.close()

@@ -70,7 +70,7 @@ def stage_baseline(config, workdir: str, pool) -> dict:
     """No-patch rollouts of every configured task set, in batches, on one shared worker pool (the
     reward's: workers keep their environments warm). Same layout as `hr1 baseline`."""
     from hr1_jax.config import parse_tasks
-    from hr1_jax.rollout.batches import baseline_metadata, run_batch, summarize, write_results
+    from hr1_jax.rollout.batches import store_baseline_batch
 
     info = {}
     target = config.target.to_dict()
@@ -93,18 +93,10 @@ def stage_baseline(config, workdir: str, pool) -> dict:
                 if os.path.exists(status_path):
                     bar.update(len(ids))
                     continue
-                episodes = run_batch(pool, bench, split, ids, target=target, seed=seed,
-                                     on_result=lambda ep: bar.update(1))
-                summary = summarize(bench, episodes, config.rollout.reward_threshold)
-                status = {"status": "ok", "batch_id": batch_id, "task_ids": ids, "target": config.target.name}
-                try:
-                    status["metadata"] = baseline_metadata(bench, split, seed, episodes,
-                                                           target_name=config.target.name,
-                                                           threshold=config.rollout.reward_threshold)
-                except RuntimeError as e:   # infra failure: the batch is unusable for pairing, skip it
-                    status.update(status="failed", error=str(e))
-                write_results(folder, episodes, summary)
-                write_json(status_path, status)
+                # an infra failure leaves the batch "failed": unusable for pairing, the rows skip it
+                _, summary = store_baseline_batch(pool, folder, bench, split, ids, batch_id, target=target, seed=seed,
+                                                  threshold=config.rollout.reward_threshold,
+                                                  on_result=lambda ep: bar.update(1))
                 passed += summary["pass_count"]
                 total += len(ids)
             bar.close()

@@ -9,12 +9,11 @@ import pytest
 from envs import registry
 from envs.plugin import TRACE_LIMITS, Packets
 from hr1_jax.config import base_config
-from hr1_jax.rollout.batches import baseline_metadata, read_episodes, summarize, write_results
+from hr1_jax.rollout.batches import read_episodes, store_baseline_batch, write_results
 from hr1_jax.rollout.packets import failure_packet
-from hr1_jax.rollout.pool import failed_episode
+from hr1_jax.rollout.pool import WorkerPool, failed_episode
 from hr1_jax.rollout.rows import batch_packets, build_rows
 from hr1_jax.runtime import EpisodeResult, run_episode
-from hr1_jax.utils.jsonsafe import write_json
 from toy_benchmark import BENCHMARK as TOY
 from toy_env import CounterAgent, CounterEnv
 
@@ -39,15 +38,6 @@ def toy():
     with registry.registered("counter", "toy_benchmark:BENCHMARK"), \
             registry.registered("shaped", "test_rows_builder:SHAPED"):
         yield
-
-
-def _store(root, bench, name, episodes, batch_id=0):
-    folder = root / bench / name
-    meta = baseline_metadata(bench, "test", 0, episodes, target_name="scripted")
-    write_results(str(folder), episodes, summarize(bench, episodes))
-    write_json(str(folder / "status.json"), {"status": "ok", "batch_id": batch_id, "metadata": meta,
-                                             "task_ids": meta["task_ids"], "target": "scripted"})
-    return folder
 
 
 def test_episode_records_round_trip_the_results_file_byte_for_byte(tmp_path):
@@ -91,11 +81,16 @@ def test_rollout_packet_config_holds_every_registered_benchmarks_limits():
 
 
 def test_stored_batches_become_rows_with_the_configured_limits(toy, tmp_path):
-    _store(tmp_path, "counter", "batch_000", dict_episodes(range(4)))
-    _store(tmp_path, "counter", "batch_001", dict_episodes(range(4, 8), overshoot=False), batch_id=1)
+    c = base_config()
+    with WorkerPool(c, num_workers=1, job_timeout_s=120, max_retries=0) as pool:
+        for batch_id, (ids, overshoot) in enumerate([(range(4), True), (range(4, 8), False)]):
+            target = {**c.target.to_dict(), "scripted": {"overshoot": overshoot}}
+            status, summary = store_baseline_batch(pool, str(tmp_path / f"counter/batch_{batch_id:03d}"), "counter",
+                                                   "test", list(ids), batch_id, target=target, seed=0, threshold=1.0)
+            assert status["status"] == "ok" and summary["pass_count"] == (0 if overshoot else 4)
+    assert json.loads((tmp_path / "counter/batch_001/status.json").read_text()) == status
     (tmp_path / "counter/batch_002").mkdir()
     (tmp_path / "counter/batch_002/status.json").write_text(json.dumps({"status": "failed"}))
-    c = base_config()
     rows, skipped = build_rows(c, str(tmp_path), "counter")
     assert skipped == {"not_ok": 1, "too_few_failures": 1} and len(rows) == 1
     meta = rows[0]["metadata"]
