@@ -111,7 +111,7 @@ RULES = (
          lambda m, t: is_benchmark_code(t) and t != "envs.registry"),
     Rule("the reward (rollout/) knows nothing of the learner or the evaluation",
          lambda m: _under(m, "hr1_jax.rollout"), lambda m, t: _under(t, *LEARNER, "hr1_jax.eval")),
-    # (envs.registry is the list of benchmark names the schema accepts, not a benchmark)
+    # (envs.registry is not a benchmark: the patch layer's one way to a benchmark's envs.plugin.PatchSpec)
     Rule("the patch layer imports none of the layers that use it",
          lambda m: _under(m, "hr1_jax.patch"),
          lambda m, t: not _under(t, "hr1_jax.patch", "hr1_jax.config", "hr1_jax.utils", "hr1_jax.errors",
