@@ -13,7 +13,6 @@ The engine is imported lazily so the task lists, prompts and ctx code work witho
 """
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 import sys
@@ -229,7 +228,9 @@ class ALFWorldEnv(Environment):
             act = {"raw": "", "normalized": "", "final_action": "", "in_admissible": False}
         state = tr.state(remaining)
         blocked_or_invalid = action is not None and not act["in_admissible"]
-        return copy.deepcopy({
+        # Fresh containers, no copy: the hook call copies ctx once (frozen inline, pickled to the
+        # hook process) before any hook code sees it.
+        return {
             "action": act,
             "state": state,
             "task": {"task_type": payload["task_type"], "target_type": payload["target_type"],
@@ -250,7 +251,7 @@ class ALFWorldEnv(Environment):
             "remaining_steps": remaining,
             "history": tr.history(),
             "world": tr.world(),
-        })
+        }
 
     def final_result(self) -> dict:
         status = self.status if self.done else TASK_LIMIT

@@ -390,7 +390,9 @@ class DBBenchEnv(Environment):
             action = self.last_action
         tool = action.tool if action else ""
         remaining = self.max_turns - turn - (1 if site == "on_post_step" else 0)
-        state = copy.deepcopy(self.s)
+        # A shallow view of the env's state: the hook call copies ctx once (frozen inline, pickled
+        # to the hook process) before any hook code sees it.
+        state = dict(self.s)
         state["remaining_rounds"] = remaining
         action_ctx = {"tool": tool,
                       "query": action.arguments.get("query", "") if action and tool == "execute_sql" else "",
@@ -403,7 +405,7 @@ class DBBenchEnv(Environment):
             "task": {"task_type": tasks.task_type(self.entry), "answer_shape": _answer_shape(self.entry),
                      "target_table": self.table, "description": str(self.entry.get("description", ""))},
             "dbbench": {"sql_history": list(self.sql_history), "sql_history_raw": list(self.sql_history_raw),
-                        "discovered_columns": copy.deepcopy(self.discovered), "db_response": self.db_response,
+                        "discovered_columns": dict(self.discovered), "db_response": self.db_response,
                         "round": turn + 1},
             "predicates": self._predicates(action_ctx, state),
         }
