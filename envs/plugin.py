@@ -65,6 +65,8 @@ class PatchSpec:
     # Its numbered-instance actions ("go to cabinet 3"): a hook string literal, or a legacy
     # force/rewrite action, of its patches that matches is rejected ("<name>_instance_leak"); a
     # hook-returned action matching it (any benchmark) is dropped unless ctx["admissible"] has it.
+    # It names numbered instances, so it only matches text with a digit (returned actions without one
+    # are not asked).
     instance_action_re: re.Pattern | None = None
     # Legacy DSL vocabulary (kept so old patches normalise; inert under code-hook-only).
     tools: tuple[str, ...] = ()                                 # edit_tool_hint targets

@@ -18,6 +18,7 @@ effect" and is reported in a `HookOutcome`.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
@@ -135,6 +136,7 @@ def run_hook(fn, ctx, nb: dict, hook_name: str, *, time_budget_s: float = DEFAUL
 # A returned string is cut before any splitting or matching: host code that handles a hook's
 # return runs outside every budget (a 1M-char action once kept an ALFWorld regex busy ~40 min).
 _RAW_TEXT_CAP = 4 * MAX_RETURN_TEXT_CHARS
+_DIGIT = re.compile(r"\d")
 
 
 def _clean_text(value) -> str:
@@ -149,7 +151,9 @@ def _clean_action(value, ctx: dict) -> str:
     action = safe_str(" ".join(value[:_RAW_TEXT_CAP].lower().split())[:MAX_RETURN_TEXT_CHARS])
     if not action:
         return ""
-    if any(p.search(action) for p in specs.instance_patterns()):  # a numbered instance must be admissible
+    # A numbered instance (PatchSpec.instance_action_re of any registered benchmark) must be
+    # admissible; only an action with a digit can name one (and the registry costs a lookup).
+    if _DIGIT.search(action) and any(p.search(action) for p in specs.instance_patterns()):
         admissible = ctx.get("admissible") or []
         if action not in {" ".join(str(x).lower().split()) for x in admissible}:
             return ""
