@@ -127,7 +127,10 @@ def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | N
 def _ce_chunk(h, w, tgt, wt, valid: int):
     """One chunk of `fused_ce_sum`: h [B,c,E], tgt/wt [B,c]. Returns (log-probs [B,c], d/dh
     [B,c,E], d/dw [E,V] fp32) of sum(-wt * logp), the gradients from the chunk's own softmax."""
-    logits = jnp.einsum("bce,ev->bcv", h, w, preferred_element_type=jnp.float32)
+    shape = h.shape
+    h = h.reshape(-1, shape[-1])  # 2-D matmuls: XLA:CPU's fast GEMM path (not so for [B,c,E] dots)
+    tgt, wt = tgt.reshape(-1), wt.reshape(-1)
+    logits = jnp.dot(h, w, preferred_element_type=jnp.float32)
     ids = jnp.arange(logits.shape[-1])
     if valid < logits.shape[-1]:
         logits = jnp.where(ids < valid, logits, _NEG)
@@ -137,9 +140,9 @@ def _ce_chunk(h, w, tgt, wt, valid: int):
     dlogits = (jnp.exp(logits - lse) - is_tgt) * wt[..., None]        # d(-wt*logp)/dlogits, fp32
     if valid < logits.shape[-1]:  # as autodiff through the mask: no gradient into padded columns
         dlogits = jnp.where(ids < valid, dlogits, 0.0)
-    dh = jnp.einsum("bcv,ev->bce", dlogits.astype(w.dtype), w, preferred_element_type=jnp.float32)
-    dw = jnp.einsum("bce,bcv->ev", h, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
-    return logp, dh.astype(h.dtype), dw
+    dh = jnp.einsum("nv,ev->ne", dlogits.astype(w.dtype), w, preferred_element_type=jnp.float32)
+    dw = jnp.einsum("ne,nv->ev", h, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
+    return logp.reshape(shape[:-1]), dh.astype(h.dtype).reshape(shape), dw
 
 
 def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid):

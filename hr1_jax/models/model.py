@@ -184,7 +184,9 @@ class CausalLM(nnx.Module):
 
     def logits(self, h: jax.Array) -> jax.Array:
         """fp32 logits for hidden states h [..., E] (call on slices to bound memory)."""
-        return jnp.dot(h.astype(DTYPE[self.cfg.dtype]), self.lm_head_weight(), preferred_element_type=jnp.float32)
+        w = self.lm_head_weight()
+        flat = h.astype(DTYPE[self.cfg.dtype]).reshape(-1, w.shape[0])  # 2-D: XLA:CPU's fast GEMM path
+        return jnp.dot(flat, w, preferred_element_type=jnp.float32).reshape(h.shape[:-1] + (w.shape[1],))
 
     def hidden_states(self, input_ids, positions=None, cache: cache_lib.Cache | None = None, attention_mask=None):
         """Final-norm hidden states [B,T,E] and the updated cache (None in, None out).
