@@ -90,6 +90,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise APIError(400, f"the request body is not JSON: {e}") from None
 
     def do_POST(self):
+        try:
+            self._post()
+        except (BrokenPipeError, ConnectionResetError):   # the client gave up (its timeout): nobody to answer
+            self.close_connection = True
+            log_event("serve", "client_gone", path=self.path)
+
+    def _post(self):
         owner: ChatServer = self.server.owner
         try:
             if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
@@ -102,6 +109,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(e.status, e.body())
         except TimeoutError:
             self._send(503, APIError(503, "decode did not finish in time", kind="server_error").body())
+        except (BrokenPipeError, ConnectionResetError):
+            raise
         except Exception as e:  # a decode failure: the server keeps serving
             log_event("serve", "request_failed", error=f"{type(e).__name__}: {e}"[:300])
             self._send(500, APIError(500, f"{type(e).__name__}: {e}", kind="server_error").body())
