@@ -8,9 +8,9 @@ rejects attribute names that reach frames or code objects
 (`gi_frame`, `f_back`, `tb_frame`, `co_code`, `mro`, ...), which the reference leaves open, and
 attribute assignment (everything a hook can name outside its locals is shared).
 
-The checked tree is then rewritten so that size-changing operations go through the guards of
-`guards.py` (`a * b` -> `_g_mul(a, b)`, f-strings -> `_g_fstr([...])`, `s.join` ->
-`_g_call(s, 'join', xs)`, ...), and statement ticks (`_g_tick`, `_g_iter`, `_g_enter`/`_g_exit`)
+The pass that checks the tree (`_Pass`, one traversal) also rewrites it so that size-changing
+operations go through the guards of `guards.py` (`a * b` -> `_g_mul(a, b)`, f-strings ->
+`_g_fstr([...])`, `s.join` -> `_g_call(s, 'join', xs)`, ...), and statement ticks (`_g_tick`, `_g_iter`, `_g_enter`/`_g_exit`)
 are inserted for the deterministic line and depth budgets. The inserted names start with `_`,
 which hook source may not use, so hooks cannot reach or rebind them. Any failure to parse,
 rewrite or compile (also RecursionError/MemoryError on deeply nested source) is a
@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
+import os
 import re
 
+from envs import registry
 from hr1_jax.patch import guards, specs
 from hr1_jax.patch.errors import HookCompileError
 
@@ -114,9 +117,9 @@ def _child_fields(t: type) -> tuple:
 
 
 def _nodes(root: ast.AST) -> list:
-    """Every node under root, breadth first, without the `ctx` markers (one list, no generators:
-    `ast.walk` costs twice as much and hooks are walked on every validation). Trees deeper than
-    MAX_HOOK_AST_DEPTH are rejected: the rewrite and the compiler recurse once per level."""
+    """Every node under root, breadth first, without the `ctx` markers (the reference's order of
+    the checks). Trees deeper than MAX_HOOK_AST_DEPTH are rejected: the rewrite and the compiler
+    recurse once per level."""
     out, start, depth = [root], 0, 0
     append, AST = out.append, ast.AST
     while start < len(out):
@@ -137,21 +140,9 @@ def _nodes(root: ast.AST) -> list:
     return out
 
 
-class _Facts:
-    """What the rewrite needs to know about a validated tree, gathered in the same pass:
-    `bound` every name the hook binds, `recursive` the functions that may run nested in
-    themselves (see `_recursive_functions`)."""
-
-    def __init__(self, bound: set, recursive: set):
-        self.bound, self.recursive = bound, recursive
-
-
-def validate_hook_source(source, benchmark: str | None = None) -> ast.Module:
-    """The static checks of reference §3.1 (plus the frame-attribute rule); returns the tree."""
-    return _validate(source, benchmark)[0]
-
-
-def _validate(source, benchmark: str | None) -> tuple[ast.Module, _Facts]:
+def _parse(source) -> tuple[ast.Module, list]:
+    """Parse hook source and apply the checks of its top level (only functions, one hook, the
+    helpers' names, every signature); returns the tree and its functions."""
     if not isinstance(source, str) or not source.strip():
         _fail("hook_empty", "hook code must be a non-empty string")
     if len(source) > MAX_HOOK_SOURCE_CHARS:
@@ -181,49 +172,37 @@ def _validate(source, benchmark: str | None) -> tuple[ast.Module, _Facts]:
     _check_signature(hooks[0], is_hook=True)
     for h in helpers:
         _check_signature(h, is_hook=False)
+    return tree, funcs
 
+
+def _check_in_order(funcs: list, instance_rule: tuple | None) -> None:
+    """The node checks in the reference's order: nesting depth, node count, then every node
+    breadth first. Run only once the one-pass check-and-rewrite (`_Pass`, depth first) has
+    failed, so that a hook breaking several rules gets the verdict the reference gives it."""
     per_func = [_nodes(f) for f in funcs]
     # ast.walk's count (the reference's cap): the module, every node, and every ctx marker.
     count = 1 + sum(len(ns) + sum(1 for n in ns if type(n) in _CTX_TYPES) for ns in per_func)
     if count > MAX_HOOK_AST_NODES:
         _fail("too_many_nodes", f"hook AST exceeds {MAX_HOOK_AST_NODES} nodes")
-    instance_rule = _instance_rule((benchmark or "").lower())
-    bound = {f.name for f in funcs}
-    top_names = names | {"hook"}
-    calls: dict = {}
-    escaped = False
     for func, nodes in zip(funcs, per_func):
-        direct, used = set(), []
         for node in nodes:
-            t = type(node)
-            if t is ast.Name:  # the most common node: its check inline
-                if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
-                    _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
-                if type(node.ctx) is not ast.Load:
-                    bound.add(node.id)
-                elif node.id in top_names:
-                    used.append(node)
-                continue
-            if t in _CHECKED_TYPES:
-                _check_node(node, func, instance_rule)
-            if t is ast.Call:
-                direct.add(id(node.func))
-            elif t is ast.arg:
-                bound.add(node.arg)
-            elif t is ast.ExceptHandler and node.name:
-                bound.add(node.name)
-        calls[func.name] = {n.id for n in used}
-        escaped = escaped or any(id(n) not in direct for n in used)
-    return tree, _Facts(bound, set(calls) if escaped else _recursive_functions(calls))
+            check = _NODE_CHECKS.get(type(node))
+            if check is not None:
+                check(node, func, instance_rule)
 
 
 _CTX_TYPES = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.List, ast.Tuple})
-# The parser makes nodes of these exact types only; everything else passes `_check_node` unseen.
-_CHECKED_TYPES = frozenset(FORBIDDEN_NODES) | {ast.FunctionDef, ast.Try, ast.Attribute, ast.Constant}
 
 
 def _instance_rule(benchmark: str) -> tuple | None:
     """(pattern, error code, message) of the benchmark's numbered-instance literal rule, or None."""
+    return _instance_rule_of(benchmark, os.environ.get(registry.EXTRA_ENV, ""))
+
+
+@functools.lru_cache(maxsize=32)
+def _instance_rule_of(benchmark: str, extra: str) -> tuple | None:
+    # Keyed on the registry's extra registrations, its only varying part: a registry lookup
+    # (import, descriptor) per hook cost as much as the checks of a short hook.
     spec = specs.spec(benchmark)
     if spec is None or spec.instance_action_re is None:
         return None
@@ -232,25 +211,48 @@ def _instance_rule(benchmark: str) -> tuple | None:
             f"hook must not hard-code numbered {title} instance actions")
 
 
-def _check_node(node: ast.AST, func: ast.FunctionDef, instance_rule: tuple | None) -> None:
-    if isinstance(node, FORBIDDEN_NODES):
-        _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
-    if isinstance(node, ast.FunctionDef) and node is not func:
+def _check_name(node: ast.Name, func, instance_rule) -> None:
+    if node.id.startswith("_") or node.id in FORBIDDEN_NAMES:
+        _fail("forbidden_name", f"hook uses forbidden name: {node.id}")
+
+
+def _check_forbidden(node: ast.AST, func, instance_rule) -> None:
+    _fail("forbidden_syntax", f"hook uses forbidden syntax: {type(node).__name__}")
+
+
+def _check_function(node: ast.FunctionDef, func: ast.FunctionDef, instance_rule) -> None:
+    if node is not func:
         _fail("nested_function", "nested functions are not allowed")
-    if isinstance(node, ast.Try):
-        _check_try(node)
-    elif isinstance(node, ast.Attribute):
-        if not isinstance(node.ctx, ast.Load):
-            # `math.pi = 0`, `hook.cache = {}`: every object a hook can name outside its own
-            # locals is shared with other hooks, patches or episodes of the process.
-            _fail("attribute_assignment", f"hooks may not assign or delete attributes ({node.attr})")
-        if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
-            _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+
+
+def _check_try_node(node: ast.Try, func, instance_rule) -> None:
+    _check_try(node)
+
+
+def _check_attribute(node: ast.Attribute, func, instance_rule) -> None:
+    if not isinstance(node.ctx, ast.Load):
+        # `math.pi = 0`, `hook.cache = {}`: every object a hook can name outside its own
+        # locals is shared with other hooks, patches or episodes of the process.
+        _fail("attribute_assignment", f"hooks may not assign or delete attributes ({node.attr})")
+    if node.attr.startswith("_") or node.attr in FORBIDDEN_NAMES or FORBIDDEN_ATTR_RE.search(node.attr):
+        _fail("forbidden_attribute", f"hook uses forbidden attribute: {node.attr}")
+
+
+_DIGIT = re.compile(r"\d")  # a PatchSpec.instance_action_re matches only text with a digit
+
+
+def _check_constant(node: ast.Constant, func, instance_rule: tuple | None) -> None:
+    if isinstance(node.value, str):
         if len(node.value) > MAX_HOOK_STR_CHARS:
             _fail("string_too_long", "hook string literal is too long")
-        if instance_rule and instance_rule[0].search(" ".join(node.value.lower().split())):
+        if instance_rule and _DIGIT.search(node.value) and instance_rule[0].search(" ".join(node.value.lower().split())):
             _fail(instance_rule[1], instance_rule[2])
+
+
+# The check of each node type that has one, by exact type (the parser makes no subclasses).
+_NODE_CHECKS = {ast.Name: _check_name, ast.FunctionDef: _check_function, ast.Try: _check_try_node,
+                ast.Attribute: _check_attribute, ast.Constant: _check_constant,
+                **{t: _check_forbidden for t in FORBIDDEN_NODES}}
 
 
 def _recursive_functions(calls: dict) -> set:
@@ -275,6 +277,7 @@ def _recursive_functions(calls: dict) -> set:
 
 # --------------------------------------------------------------------------- AST rewrite
 
+_AST, _NAME, _CONSTANT, _LOAD_CTX = ast.AST, ast.Name, ast.Constant, ast.Load  # one global lookup each
 _BINOP_GUARDS = {ast.Add: "_g_add", ast.Mult: "_g_mul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
                  ast.Mod: "_g_mod"}
 _AUG_GUARDS = {ast.Add: "_g_iadd", ast.Mult: "_g_imul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
@@ -326,12 +329,11 @@ def _is_type_name(node: ast.expr) -> bool:
 
 # `isinstance(x, list)` with the real type: the stand-ins' metaclass check is a Python call per
 # isinstance (a third of the ALFWorld reference hook's guard cost). Exact while the hook binds
-# neither name itself (helpers cannot shadow builtins; `_Facts.bound` has every bound name).
+# neither name itself (helpers cannot shadow builtins; `_Pass.bound` has every bound name).
 _REAL_TYPES = {"str": "_g_t_str", "int": "_g_t_int", "list": "_g_t_list", "tuple": "_g_t_tuple",
                "set": "_g_t_set", "dict": "_g_t_dict"}
 
 
-_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del})
 _BODY_FIELDS = ("body", "orelse", "finalbody")
 
 
@@ -341,69 +343,123 @@ def _subclasses(cls: type):
         yield from _subclasses(sub)
 
 
-# Node types with statement lists (If, For, Try, ExceptHandler, match_case, ...), Module aside.
-_HAS_BODY = frozenset(c for c in _subclasses(ast.AST) if c is not ast.Module
-                      and any(f in getattr(c, "_fields", ()) for f in _BODY_FIELDS))
+# Node types with statement lists (If, For, Try, ExceptHandler, match_case, ...), Module aside,
+# and their statement-list fields.
+_BODY_FIELDS_OF = {c: tuple(f for f in _BODY_FIELDS if f in c._fields) for c in _subclasses(ast.AST)
+                   if c is not ast.Module and any(f in getattr(c, "_fields", ()) for f in _BODY_FIELDS)}
 
 
-class _Rewriter:
-    """One pass over a validated tree that (1) routes size-changing operations through the
-    guards of `guards.py` and (2) puts statement ticks (`_g_tick(n)`) at the head of every
-    statement list of the hook's functions and `_g_iter` around every comprehension iterable:
-    the deterministic line budget. Functions in `facts.recursive` also count their call depth
-    (`_g_enter`/`_g_exit`). A NodeTransformer's generic dispatch costs twice as much."""
+def _real_types(bound: set) -> dict:
+    return {} if "isinstance" in bound else {k: v for k, v in _REAL_TYPES.items() if k not in bound}
 
-    def __init__(self, facts: _Facts):
-        bound = facts.bound
-        self.real_types = {} if "isinstance" in bound else {k: v for k, v in _REAL_TYPES.items() if k not in bound}
-        self.recursive = facts.recursive
 
-    def visit(self, node):
-        t = type(node)
-        method = _VISITORS.get(t)
-        if method is not None:
-            return method(self, node)
-        if t in _LEAVES:
-            return node
-        return self.generic_visit(node)
+class _Pass:
+    """One depth-first traversal of a parsed hook that checks every node (`_NODE_CHECKS`, the
+    nesting depth, the node count), gathers what the rewrite depends on (every name the hook
+    binds, the direct calls between its functions) and rewrites the tree bottom-up: (1) it
+    routes size-changing operations through the guards of `guards.py` and (2) puts statement
+    ticks (`_g_tick(n)`) at the head of every statement list of the hook's functions and
+    `_g_iter` around every comprehension iterable: the deterministic line budget. Functions that
+    may recurse also count their call depth (`_g_enter`/`_g_exit`), added once all are seen.
 
-    def generic_visit(self, node):
-        visit, AST = self.visit, ast.AST
-        for field in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+    The rewrite of `isinstance(x, T)` / `str(x)` assumes the bound names `assumed`; `run`
+    returns False when the hook binds others (rare: the caller reruns on a fresh tree with them).
+    It stops at its first failure, depth first: the caller then asks `_check_in_order` for
+    the verdict of the reference's order."""
+
+    def __init__(self, funcs: list, instance_rule: tuple | None, assumed: set):
+        self.funcs, self.instance_rule = funcs, instance_rule
+        self.real_types = _real_types(assumed)
+        self.top_names = {f.name for f in funcs}
+        self.bound = set(self.top_names)
+        self.count = 1  # the module
+        self.callees: set = set()   # ids of Name callees (a direct call of a hook function)
+        self.keep: set = set()      # ids of method callees rewritten with their Call (`_g_call`)
+        self.escaped = False        # a hook function's name used as a value
+
+    def run(self) -> bool:
+        calls = {}
+        for func in self.funcs:
+            self.func, self.used = func, set()
+            self.walk(func, 1)  # a FunctionDef: no Name, Constant or bare node
+            calls[func.name] = self.used
+        if self.count > MAX_HOOK_AST_NODES:
+            _fail("too_many_nodes", f"hook AST exceeds {MAX_HOOK_AST_NODES} nodes")
+        if _real_types(self.bound) != self.real_types:
+            return False
+        recursive = set(calls) if self.escaped else _recursive_functions(calls)
+        for func in self.funcs:
+            if func.name in recursive:
+                _count_depth(func)
+        return True
+
+    def walk(self, node, depth: int):
+        """Check, gather and rewrite `node` (at nesting level `depth`, neither a Name, a Constant
+        nor a node without fields: those are handled inline, as the most common) and its subtree;
+        returns the node that replaces it."""
+        count, check, gather, fields, body_fields, rewrite = _PLANS.get(type(node)) or _plan(type(node))
+        if check is not None:
+            check(node, self.func, self.instance_rule)
+        if gather is not None:
+            gather(self, node)
+        depth += 1
+        for field in fields:
             value = getattr(node, field, None)
-            if type(value) is list:
-                for i, item in enumerate(value):
-                    if isinstance(item, AST) and type(item) not in _LEAVES:
-                        value[i] = visit(item)
-            elif isinstance(value, AST) and type(value) not in _LEAVES:
-                setattr(node, field, visit(value))
-        if type(node) in _HAS_BODY:
-            for field in _BODY_FIELDS:
-                stmts = getattr(node, field, None)
-                if type(stmts) is list and stmts and isinstance(stmts[0], ast.stmt):
-                    header = 1 if type(node) is ast.For and field == "body" else 0  # re-run per item
-                    stmts.insert(0, _tick(stmts[0], "_g_tick", ast.Constant(len(stmts) + header)))
-        return node
+            items = value if type(value) is list else (value,)
+            for i, item in enumerate(items):
+                if not isinstance(item, _AST):
+                    continue  # None, or a name string
+                if depth > MAX_HOOK_AST_DEPTH:  # the rewrite and the compiler recurse once per level
+                    _fail("hook_too_complex", f"hook code is nested more than {MAX_HOOK_AST_DEPTH} levels deep")
+                t = type(item)
+                if t is _NAME:
+                    count += 2  # with its ctx marker
+                    ident = item.id
+                    if ident[0] == "_" or ident in FORBIDDEN_NAMES:
+                        _fail("forbidden_name", f"hook uses forbidden name: {ident}")
+                    if type(item.ctx) is not _LOAD_CTX:
+                        self.bound.add(ident)
+                    elif ident in self.top_names:
+                        self.used.add(ident)
+                        if id(item) not in self.callees:
+                            self.escaped = True
+                elif t is _CONSTANT:
+                    count += 1
+                    if type(item.value) is str:
+                        _check_constant(item, self.func, self.instance_rule)
+                elif t in _BARE:  # operators, Pass, Break, Continue
+                    count += 1
+                else:
+                    new = self.walk(item, depth)
+                    if new is not item:
+                        if items is value:
+                            value[i] = new
+                        else:
+                            setattr(node, field, new)
+        self.count += count
+        for field in body_fields:
+            stmts = getattr(node, field)  # a list, or an IfExp's expressions
+            if type(stmts) is list and stmts and isinstance(stmts[0], ast.stmt):
+                header = 1 if type(node) is ast.For and field == "body" else 0  # re-run per item
+                stmts.insert(0, _tick(stmts[0], "_g_tick", ast.Constant(len(stmts) + header)))
+        return node if rewrite is None else rewrite(self, node)
 
-    # --- ticks -------------------------------------------------------------------------------
-    def visit_comprehension(self, node):
-        self.generic_visit(node)
-        node.iter = _call(node.iter, "_g_iter", node.iter)
-        return node
+    # --- facts -------------------------------------------------------------------------------
+    def gather_call(self, node):
+        f = node.func
+        if type(f) is ast.Name:
+            self.callees.add(id(f))
+        elif type(f) is ast.Attribute and f.attr in guards.SIZE_GUARDED_ATTRS and not _is_type_name(f.value):
+            self.keep.add(id(f))
 
-    def visit_FunctionDef(self, node):
-        # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
-        # so runaway recursion stops with a signal `except Exception` cannot catch.
-        self.generic_visit(node)
-        if node.name not in self.recursive:
-            return node  # nested at most as deep as there are functions: the tick is enough
-        n = node.body[0].value.args[0].value  # the tick generic_visit put first
-        node.body = [_tick(node, "_g_enter", ast.Constant(n)),
-                     ast.copy_location(ast.Try(body=node.body[1:], handlers=[], orelse=[],
-                                               finalbody=[_tick(node, "_g_exit")]), node)]
-        return node
+    def gather_arg(self, node):
+        self.bound.add(node.arg)
 
-    # --- guards ------------------------------------------------------------------------------
+    def gather_handler(self, node):
+        if node.name:
+            self.bound.add(node.name)
+
+    # --- guards (each on a node whose children are rewritten already) -------------------------
     def _real_type(self, node: ast.expr) -> ast.expr | None:
         """`node` (a type name or a tuple of them) with the real builtin types, or None."""
         if isinstance(node, ast.Name) and node.id in self.real_types:
@@ -414,8 +470,11 @@ class _Rewriter:
                 return ast.copy_location(ast.Tuple(elts=elts, ctx=ast.Load()), node)
         return None
 
-    def visit_BinOp(self, node):
-        self.generic_visit(node)
+    def comprehension(self, node):
+        node.iter = _call(node.iter, "_g_iter", node.iter)
+        return node
+
+    def BinOp(self, node):
         name = _BINOP_GUARDS.get(type(node.op))
         if not name:
             return node
@@ -423,73 +482,86 @@ class _Rewriter:
             return node  # a literal operand (<= 700 chars) only grows the result linearly per line
         return _call(node, name, node.left, node.right)
 
-    def visit_AugAssign(self, node):
-        self.generic_visit(node)
+    def AugAssign(self, node):
         name = _AUG_GUARDS.get(type(node.op))
         if not name or (isinstance(node.op, ast.Add) and isinstance(node.value, ast.Constant)):
             return node  # `n += 1`, `s += '.'`: linear growth per line, left native
         value = _call(node, name, _as_load(node.target), node.value)
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
 
-    def visit_Attribute(self, node):
-        self.generic_visit(node)
+    def Attribute(self, node):
+        if id(node) in self.keep:
+            return node  # the callee of a `_g_call`: see `Call`
         if isinstance(node.ctx, ast.Load) and (
                 node.attr in guards.SIZE_GUARDED_ATTRS
                 or (node.attr in guards.TYPE_GUARDED_ATTRS and _is_type_name(node.value))):
             return _call(node, "_g_attr", node.value, ast.Constant(node.attr))
         return node
 
-    def visit_Call(self, node):
+    def Call(self, node):
         f = node.func
-        if isinstance(f, ast.Name) and f.id == "isinstance" and len(node.args) == 2 and not node.keywords:
+        if type(f) is ast.Name and f.id == "isinstance" and len(node.args) == 2 and not node.keywords:
             real = self._real_type(node.args[1])
             if real is not None:
-                node.args = [self.visit(node.args[0]), real]
+                node.args[1] = real
                 return node
-        if isinstance(f, ast.Name) and f.id == "str" and "str" in self.real_types:
+        if type(f) is ast.Name and f.id == "str" and "str" in self.real_types:
             node.func = ast.Name(id="_g_str", ctx=_LOAD, **_pos(f))  # what the stand-in would call
-        direct = (isinstance(f, ast.Attribute) and f.attr in guards.SIZE_GUARDED_ATTRS
-                  and not _is_type_name(f.value))
-        if direct and f.attr == "replace" and _is_safe_replace(node):
-            direct = False
-            node.func = ast.copy_location(ast.Attribute(value=self.visit(f.value), attr=f.attr, ctx=ast.Load()), f)
-            node.args = [self.visit(a) for a in node.args]
-        elif direct:
+        if id(f) in self.keep and not (f.attr == "replace" and _is_safe_replace(node)):
             # obj.join(xs) -> _g_call(obj, 'join', xs): one checked call, no bound-method wrapper.
-            keywords = [self.visit(k) for k in node.keywords]
-            node = _call(node, "_g_call", self.visit(f.value), ast.Constant(f.attr), *[self.visit(a) for a in node.args])
+            keywords = node.keywords
+            node = _call(node, "_g_call", f.value, ast.Constant(f.attr), *node.args)
             node.keywords = keywords
-        else:
-            self.generic_visit(node)
         for kw in node.keywords:
             if kw.arg is None:
                 kw.value = _call(kw.value, "_g_star", kw.value)
         return node
 
-    def visit_JoinedStr(self, node):
+    def JoinedStr(self, node):
         # f-string -> _g_fstr([parts]): the total length is checked before the parts are joined.
-        self.generic_visit(node)
         return _call(node, "_g_fstr", ast.List(elts=node.values, ctx=ast.Load()))
 
-    def visit_FormattedValue(self, node):
-        self.generic_visit(node)
+    def FormattedValue(self, node):
         spec = node.format_spec if node.format_spec is not None else ast.Constant("")
         return _call(node, "_g_fv", node.value, ast.Constant(node.conversion), spec)
 
-    def visit_Starred(self, node):
-        self.generic_visit(node)
+    def Starred(self, node):
         if isinstance(node.ctx, ast.Load):
             node.value = _call(node, "_g_star", node.value)
         return node
 
-    def visit_Dict(self, node):
-        self.generic_visit(node)
+    def Dict(self, node):
         node.values = [_call(v, "_g_star", v) if k is None else v for k, v in zip(node.keys, node.values)]
         return node
 
 
-_VISITORS = {getattr(ast, name[6:]): fn for name, fn in vars(_Rewriter).items()
-             if name.startswith("visit_") and hasattr(ast, name[6:])}
+_REWRITES = {t: getattr(_Pass, t.__name__) for t in (
+    ast.comprehension, ast.BinOp, ast.AugAssign, ast.Attribute, ast.Call, ast.JoinedStr, ast.FormattedValue,
+    ast.Starred, ast.Dict)}
+
+
+_GATHERS = {ast.Call: _Pass.gather_call, ast.arg: _Pass.gather_arg, ast.ExceptHandler: _Pass.gather_handler}
+# Node types without fields (operators, contexts, Pass, ...): counted, nothing to check or rewrite.
+_BARE = frozenset(c for c in _subclasses(ast.AST) if not getattr(c, "_fields", None)
+                  and c not in _NODE_CHECKS and c not in _REWRITES and c not in _BODY_FIELDS_OF)
+_PLANS: dict = {}
+
+
+def _plan(t: type) -> tuple:
+    """What `_Pass.walk` does with a node of type t: its count (with a ctx marker), its check,
+    its facts, its child fields, its statement-list fields, its rewrite."""
+    plan = _PLANS[t] = (2 if t in _CTX_TYPES else 1, _NODE_CHECKS.get(t), _GATHERS.get(t), _child_fields(t),
+                        _BODY_FIELDS_OF.get(t, ()), _REWRITES.get(t))
+    return plan
+
+
+def _count_depth(func: ast.FunctionDef) -> None:
+    # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
+    # so runaway recursion stops with a signal `except Exception` cannot catch.
+    n = func.body[0].value.args[0].value  # the tick the pass put first
+    func.body = [_tick(func, "_g_enter", ast.Constant(n)),
+                 ast.copy_location(ast.Try(body=func.body[1:], handlers=[], orelse=[],
+                                           finalbody=[_tick(func, "_g_exit")]), func)]
 
 
 _GUARD_GLOBALS = {
@@ -525,11 +597,37 @@ def compile_hook(code: str, benchmark: str | None = None):
     return _compile_cached(code, (benchmark or "").lower())
 
 
+def _check_and_rewrite(source: str, benchmark: str) -> ast.Module:
+    """The checked and rewritten tree of hook source (raises HookCompileError)."""
+    tree, funcs = _parse(source)
+    instance_rule = _instance_rule(benchmark)
+    try:
+        first = _Pass(funcs, instance_rule, set())
+        if not first.run():  # the hook binds a builtin type's name: rewrite with it bound
+            tree, funcs = _parse(source)
+            _Pass(funcs, instance_rule, first.bound).run()
+    except Exception:
+        _check_in_order(_parse(source)[1], instance_rule)  # a hook breaking several rules
+        raise
+    return tree
+
+
 @functools.lru_cache(maxsize=512)
 def _compile_cached(code: str, benchmark: str):
+    # No collections while the trees are built and dropped: they hold no cycles, and each
+    # collection would only walk their thousands of nodes again (~5% of a validation).
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        tree, facts = _validate(code, benchmark)
-        code_obj = compile(_Rewriter(facts).visit(tree), HOOK_FILENAME, "exec")
+        return _compile(code, benchmark)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(code: str, benchmark: str):
+    try:
+        code_obj = compile(_check_and_rewrite(code, benchmark), HOOK_FILENAME, "exec")
     except HookCompileError:
         raise
     except (RecursionError, MemoryError) as e:  # deeply nested source: parser/rewrite/compiler
