@@ -5,8 +5,10 @@ of compiled shapes); the model's cache tracks padding, so a prompt gives the sam
 beside longer prompts. Each step draws from the temperature / top-k / top-p processed distribution
 with key `fold_in(key, step)`, so a fixed key gives identical samples. Top-k and top-p find their
 thresholds by bisection on the fp32 values' bit patterns (32 masked passes over the vocabulary, exact,
-no sort: a full sort of a 32K vocabulary was ~87% of a decode step), and argmax / the Gumbel draw use
-a two-pass argmax; tokens are those of `lax.top_k` + sorted cumsum + `jax.random.categorical`.
+no sort: a full sort of a 32K vocabulary was ~87% of a decode step); argmax uses a two-pass argmax.
+Untruncated sampling (top_k = 0, top_p = 1) draws `jax.random.categorical`'s Gumbel tokens; a
+truncated distribution is drawn by inverse CDF with one uniform per row (`inverse_cdf_draw`: a
+block-sum pass plus one 128-wide block, instead of a full-vocabulary Gumbel tensor per step).
 
 Two per-token log-probs are returned, both fp32, for the sampled token:
   * `logprobs`: log softmax(logits / T) - the temperature-scaled policy *before* top-k/top-p
@@ -119,6 +121,39 @@ def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     return fast_argmax(logits + jax.random.gumbel(key, logits.shape, logits.dtype))
 
 
+_CDF_BLOCK = 128  # vocabulary ids per block of the inverse-CDF search
+
+
+def _first_or_last(hit: jax.Array, positive: jax.Array) -> jax.Array:
+    """Per row, the first index where `hit & positive`, else the last where `positive` (some entry
+    of every row is positive): fp32 rounding of u or of a cumsum can leave no hit, and the fallback
+    still lands on an entry with mass."""
+    idx = jnp.arange(hit.shape[-1], dtype=jnp.int32)
+    first = jnp.min(jnp.where(hit & positive, idx, hit.shape[-1]), axis=-1)
+    last = jnp.max(jnp.where(positive, idx, -1), axis=-1)
+    return jnp.where(first < hit.shape[-1], first, last)
+
+
+def inverse_cdf_draw(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """One token per row of fp32 logits [B, V] with probability softmax(logits) (ids at -1e30 have
+    weight exactly 0 and are never drawn), from ONE uniform per row: u = U * total mass, then the
+    first id, in vocabulary order, whose cumulative weight exceeds u. The search is two-level - the
+    block whose running block-sum exceeds u, then the id inside that block - so the vocabulary is
+    read once (for the block sums) instead of once per noise draw and argmax."""
+    b, v = logits.shape
+    nb = -(-v // _CDF_BLOCK)
+    w = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+    w = jnp.pad(w, ((0, 0), (0, nb * _CDF_BLOCK - v))).reshape(b, nb, _CDF_BLOCK)
+    block_sum = jnp.sum(w, axis=-1)
+    running = jnp.cumsum(block_sum, axis=-1)                                  # [B, nb]
+    u = jax.random.uniform(key, (b,), jnp.float32) * running[:, -1]
+    blk = _first_or_last(running > u[:, None], block_sum > 0)
+    inner = jnp.take_along_axis(w, blk[:, None, None], axis=1)[:, 0]          # [B, block]
+    before = jnp.take_along_axis(running, jnp.maximum(blk - 1, 0)[:, None], axis=1)[:, 0]
+    cdf = jnp.where(blk > 0, before, 0.0)[:, None] + jnp.cumsum(inner, axis=-1)
+    return blk * _CDF_BLOCK + _first_or_last(cdf > u[:, None], inner > 0)
+
+
 def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p: bool,
                    valid_vocab_size: int | None = None):
     """fp32 logits [B, V] -> (scaled logits, truncated logits); masked entries are -1e30."""
@@ -168,7 +203,8 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
             lp = jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
             return tok, lp, lp
         scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
-        tok = categorical(jax.random.fold_in(key, step), trunc)
+        draw = inverse_cdf_draw if top_k > 0 or use_top_p else categorical  # untruncated: Gumbel, as before
+        tok = draw(jax.random.fold_in(key, step), trunc)
         at = lambda x: jnp.take_along_axis(jax.nn.log_softmax(x, axis=-1), tok[:, None], axis=-1)[:, 0]
         return tok, at(scaled), at(trunc)
 

@@ -1,6 +1,8 @@
 """Sampler: greedy == step-by-step argmax of the full forward, top-k=1 == greedy, determinism,
 padding invariance, log-probs == recomputation with the model, stop tokens / stop strings, and
-padded vocabulary rows (model ids past the tokenizer) never sampled."""
+padded vocabulary rows (model ids past the tokenizer) never sampled; the truncated (top-k/top-p)
+draw token-identical to the sorted reference with the same inverse-CDF draw, its frequencies, and
+the ends of its uniform."""
 import dataclasses
 
 import jax
@@ -11,11 +13,13 @@ from flax import nnx
 
 from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
-from hr1_jax.models.sampler import Sampler, _trim_at_stop_string, left_pad
+from hr1_jax.models.sampler import Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, process_logits
 from hr1_jax.models.tokenizer import load_tokenizer
 from tests.models.numerics import reorder_tol
+from tests.models.test_fast_paths import NEG, _boundary, _logits as _fp_logits, _sorted_reference
 
 N_NEW = 10
+_truncate = jax.jit(process_logits, static_argnums=(2, 4, 5))
 PROMPTS = [list(range(40, 45)), list(range(300, 309)), list(range(900, 920))]  # 5, 9, 20 tokens
 
 
@@ -250,3 +254,64 @@ def test_padded_vocab_logprobs_are_over_tokenizer_ids(padded):
         logits = all_logits[i, len(prompt) - 1:len(prompt) - 1 + n]
         ref_lp = jax.nn.log_softmax(logits, -1)[np.arange(n), out["tokens"][i, :n]]
         np.testing.assert_allclose(out["logprobs"][i, :n], ref_lp, atol=_logprob_tol(logits, model.cfg))
+
+
+# --- the truncated draw: inverse CDF in vocabulary order with one uniform per row ---------------
+
+_draw = jax.jit(inverse_cdf_draw)
+
+
+@pytest.mark.parametrize("v,valid", [(5, None), (300, None), (1024, 1000), (PADDED_VOCAB, TOKENIZER_SIZE)],
+                         ids=["v5", "v300", "v1024-padded", "v2176-padded"])
+@pytest.mark.parametrize("top_k,top_p", [(0, 0.95), (0, 0.5), (20, 1.0), (1, 1.0), (40, 0.9)])
+@pytest.mark.parametrize("temperature", [0.7, 1.0, 1.3])
+def test_truncated_tokens_identical_to_the_sorted_reference(v, valid, top_k, top_p, temperature):
+    """Our truncation + draw == the sorted nucleus/top-k mask + the same draw, token for token, and
+    the drawn id is always one our mask keeps. The masks may differ only on entries on the fp32
+    summation boundary of top_p (either side is correct, see `_boundary`); rows where they do are
+    not compared token for token."""
+    top_k = min(top_k, v)
+    compared = 0
+    for seed in range(3):
+        x = _fp_logits(seed, v)
+        scaled, ours = _truncate(x, temperature, top_k, top_p, top_p < 1, valid)
+        ref = _sorted_reference(scaled, top_k, top_p)
+        same = np.asarray(ours) == np.asarray(ref)
+        assert (same | (_boundary(scaled, top_k, top_p) if top_p < 1 else False)).all()
+        rows = same.all(-1)
+        compared += rows.sum()
+        for step in range(6):
+            key = jax.random.fold_in(jax.random.key(seed), step)
+            tok, want = np.asarray(_draw(key, ours)), np.asarray(_draw(key, ref))
+            np.testing.assert_array_equal(tok[rows], want[rows])
+            kept = np.asarray(ours)[np.arange(x.shape[0]), tok] > NEG
+            assert kept.all() and (valid is None or (tok < valid).all())
+    assert compared >= 9  # most rows are off the boundary: the comparison is not vacuous
+
+
+def test_inverse_cdf_draw_frequencies_follow_the_distribution():
+    """40000 seeded draws from one 300-id row (3 blocks, the last padded; some ids masked): every
+    id's count is within 5 standard deviations (+1) of N p, masked ids are never drawn."""
+    n, v = 40000, 300
+    x = jax.random.normal(jax.random.key(11), (v,)) * 1.5
+    masked = (jnp.arange(v) % 7 == 3) | (jnp.arange(v) >= 290)
+    x = jnp.where(masked, NEG, x)
+    tok = np.asarray(_draw(jax.random.key(5), jnp.broadcast_to(x, (n, v))))
+    counts = np.bincount(tok, minlength=v)
+    p = np.exp(np.asarray(x, np.float64) - float(x.max()))
+    p /= p.sum()
+    assert counts[np.asarray(masked)].sum() == 0
+    assert np.all(np.abs(counts - n * p) <= 5 * np.sqrt(n * p * (1 - p)) + 1)
+
+
+@pytest.mark.parametrize("u", [0.0, 1.0])
+def test_inverse_cdf_draw_ends_of_the_uniform_land_on_kept_ids(monkeypatch, u):
+    """U = 0 draws the first kept id; U = 1 (past [0, 1): fp32 rounding of U * total can reach the
+    total) still draws the last kept id, never a masked one or an id past the vocabulary."""
+    x = jnp.full((3, 300), NEG)
+    x = x.at[0, 5].set(1.0).at[0, 200].set(2.0)    # kept ids in different blocks
+    x = x.at[1, 0].set(0.0)                        # a single kept id, first of all
+    x = x.at[2, 127].set(3.0).at[2, 299].set(3.0)  # the last id of a block and of the (padded) vocabulary
+    monkeypatch.setattr(jax.random, "uniform", lambda key, shape, dtype: jnp.full(shape, u, dtype))
+    tok = np.asarray(inverse_cdf_draw(jax.random.key(0), x))
+    np.testing.assert_array_equal(tok, [5, 0, 127] if u == 0 else [200, 0, 299])
