@@ -14,13 +14,13 @@ from hr1_jax.utils.jsonsafe import write_json, write_jsonl
 
 
 def run_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
-              seed: int, patch: dict | None = None, on_result=None) -> list[dict]:
-    """One job per worker share of the tasks; results sorted by task id."""
-    handles = [pool.submit(JobSpec(benchmark, split, share, patch, target, seed))
+              seed: int, patch: dict | None = None, on_result=None, fields=None) -> list[dict]:
+    """One job per worker share of the tasks; results (only `fields` of each: JobSpec) sorted by task id."""
+    handles = [pool.submit(JobSpec(benchmark, split, share, patch, target, seed, fields))
                for share in worker_shares(task_ids, pool.num_workers)]
     out = []
-    for h in handles:
-        for ep in h.results():
+    for h in handles:   # streamed only for on_result: collect() wakes this thread once per job
+        for ep in (h.results() if on_result is not None else h.collect()):
             out.append(ep)
             if on_result is not None:
                 on_result(ep)

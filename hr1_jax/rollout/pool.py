@@ -21,7 +21,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import queue
 import select
 import signal
 import socket
@@ -38,6 +37,7 @@ WORKER_ENV = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_D
               "TPU_VISIBLE_CHIPS": "", "TPU_VISIBLE_DEVICES": "", "TPU_SKIP_MDS_QUERY": "1",
               "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 INFRA_ERROR = "infra_error"
+POOL_FIELDS = ("task_id", "status", "error")   # what the pool itself reads of every result
 _ENV_LOCK = threading.Lock()
 
 
@@ -119,7 +119,9 @@ class JobRunner:
         from hr1_jax.runtime import run_episode
         task = tasks[tid]
         agent = build_agent(task, job["seed"], job["target"])
-        result = run_episode(env, agent, task, patch, config=self.config, seed=job["seed"]).to_dict()
+        fields = job.get("fields")
+        result = run_episode(env, agent, task, patch, config=self.config, seed=job["seed"]).to_dict(
+            None if fields is None else (*POOL_FIELDS, *fields))
         key = job["benchmark"]
         if result["status"] == INFRA_ERROR and key in self.envs:  # rebuild a possibly broken env
             try:
@@ -131,14 +133,18 @@ class JobRunner:
 
     def run(self, job: dict, emit) -> None:
         """Every task of `job`, each result emitted as ("result", job_id, episode) as it finishes,
-        then ("done" | "fatal" | "error", job_id, detail)."""
+        the last one as ("done", job_id, episode) (one message, not two: each costs the parent a
+        wake-up beside the workers); ("done", job_id, None) for no tasks, ("fatal" | "error",
+        job_id, detail) when the job broke off."""
         job_id = job["job_id"]
         try:
             env, tasks, patch = self.prepare(job)
-            for tid in job["task_ids"]:
+            ids = job["task_ids"]
+            for n, tid in enumerate(ids, 1):
                 result, env = self.episode(job, env, tasks, patch, tid)
-                emit(("result", job_id, result))
-            emit(("done", job_id, None))
+                emit(("result" if n < len(ids) else "done", job_id, result))
+            if not ids:
+                emit(("done", job_id, None))
         except _FatalJobError as e:
             emit(("fatal", job_id, str(e)))
         except Exception as e:
@@ -177,27 +183,58 @@ class JobSpec:
     patch: dict | None = None
     target: dict | None = None
     seed: int = 0
+    # The result keys the caller reads (None: the whole episode): a rerun scored and not stored
+    # needs no trajectory, and every byte is pickled by a worker and unpickled beside them.
+    fields: tuple[str, ...] | None = None
 
 
 class JobHandle:
-    """Results of one submitted job, streamed: iterate `results()` (ends after every task)."""
+    """Results of one submitted job: stream them with `results()` or wait for all with `collect()`
+    (both end after every task). Only a streaming caller is woken per result: a thread wake-up per
+    episode is parent CPU beside the workers."""
 
     def __init__(self, job_id: int, spec: JobSpec):
         self.job_id, self.spec = job_id, spec
-        self._queue: queue.Queue = queue.Queue()
+        self._items: collections.deque[dict] = collections.deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._arrived = self._taken = self._streaming = 0
         self.retries = 0
+
+    def _put(self, item: dict) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._arrived += 1
+            if self._streaming or self._arrived >= len(self.spec.task_ids):
+                self._cond.notify_all()
+
+    def _wait(self, enough, timeout_s: float | None) -> None:
+        """Until `enough()`; TimeoutError when no result arrived for `timeout_s` (condition held)."""
+        while not enough():
+            seen = self._arrived
+            self._cond.wait(timeout_s)
+            if timeout_s is not None and self._arrived == seen and not enough():
+                raise TimeoutError(f"job {self.job_id}: no result within {timeout_s}s")
 
     def results(self, timeout_s: float | None = None):
         """Yield one episode dict per task as it finishes."""
-        for _ in range(len(self.spec.task_ids)):
-            try:
-                item = self._queue.get(timeout=timeout_s)
-            except queue.Empty:
-                raise TimeoutError(f"job {self.job_id}: no result within {timeout_s}s") from None
+        while self._taken < len(self.spec.task_ids):
+            with self._cond:
+                self._streaming += 1
+                try:
+                    self._wait(lambda: self._items, timeout_s)
+                finally:
+                    self._streaming -= 1
+                self._taken += 1
+                item = self._items.popleft()
             yield item
 
     def collect(self, timeout_s: float | None = None) -> list[dict]:
-        return list(self.results(timeout_s))
+        """Every (remaining) result, woken once when the last one arrives."""
+        with self._cond:
+            self._wait(lambda: self._arrived >= len(self.spec.task_ids), timeout_s)
+            items, self._taken = list(self._items), len(self.spec.task_ids)
+            self._items.clear()
+        return items
 
 
 @dataclasses.dataclass
@@ -391,7 +428,7 @@ class WorkerPool:
         self.stats["jobs_failed"] += 1
         spec = job.handle.spec
         for tid in tasks:
-            job.handle._queue.put(failed_episode(spec.benchmark, spec.split, tid, spec.seed,
+            job.handle._put(failed_episode(spec.benchmark, spec.split, tid, spec.seed,
                                                  f"failed after {job.attempts + 1} attempts: {reason}"))
 
     @staticmethod
@@ -399,7 +436,7 @@ class WorkerPool:
         spec = job.handle.spec
         return {"job_id": job.handle.job_id, "benchmark": spec.benchmark, "split": spec.split,
                 "task_ids": list(job.remaining), "patch": spec.patch, "target": spec.target or {},
-                "seed": spec.seed}
+                "seed": spec.seed, "fields": spec.fields}
 
     def _send(self, w: _Worker, job: _Job) -> None:
         w.job, w.retry_tasks = job, []
@@ -419,22 +456,26 @@ class WorkerPool:
             w.deadline = time.monotonic() + self.job_timeout_s
         return retry
 
+    def _on_result(self, w: _Worker, job: _Job, payload: dict) -> None:
+        tid = int(payload["task_id"])
+        if tid in job.remaining:
+            job.remaining.remove(tid)
+        w.deadline = time.monotonic() + self.job_timeout_s  # the budget is per task
+        if payload["status"] == INFRA_ERROR and job.attempts < self.max_retries:
+            w.retry_tasks.append(tid)
+            job.last_error = payload.get("error") or ""
+        else:
+            job.handle._put(payload)
+
     def _on_message(self, w: _Worker, msg) -> None:
         kind, job_id, payload = msg
         job = w.job
         if job is None or job.handle.job_id != job_id:
             return
-        if kind == "result":
-            tid = int(payload["task_id"])
-            if tid in job.remaining:
-                job.remaining.remove(tid)
-            w.deadline = time.monotonic() + self.job_timeout_s  # the budget is per task
-            if payload["status"] == INFRA_ERROR and job.attempts < self.max_retries:
-                w.retry_tasks.append(tid)
-                job.last_error = payload.get("error") or ""
-            else:
-                job.handle._queue.put(payload)
-            return
+        if kind == "result" or (kind == "done" and payload is not None):   # "done" carries the last
+            self._on_result(w, job, payload)
+            if kind == "result":
+                return
         retry = self._finish(w)
         if kind == "done":
             self._retry_or_fail(job, retry, f"episode infra error: {job.last_error[:300]}")

@@ -36,6 +36,7 @@ from hr1_jax.utils.logging import log_event
 
 CACHE_PROTOCOL = "hr1_paired_rerun_reward_v1"
 OK, INVALID, NOOP, EVAL_FAILED = "ok", "invalid_patch", "runtime_noop_patch", "eval_failed"
+RERUN_FIELDS = ("reward", "identity", "counts", "hook_events", "agent")   # what _evaluate reads of an episode
 
 
 @dataclasses.dataclass
@@ -262,7 +263,7 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
     metric = ctx.config.rollout.reward_metric
     t0 = time.monotonic()
     episodes = run_batch(ctx.pool, meta["benchmark"], meta["split"], [int(t) for t in meta["task_ids"]],
-                         target=ctx.target, seed=int(meta["seed"]), patch=patch)
+                         target=ctx.target, seed=int(meta["seed"]), patch=patch, fields=RERUN_FIELDS)
     failed = [ep for ep in episodes if ep["status"] == INFRA_ERROR]
     if failed:
         reason = "; ".join(f"task {ep['task_id']}: {str(ep.get('error'))[:200]}" for ep in failed[:3])

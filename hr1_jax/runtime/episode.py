@@ -16,6 +16,7 @@ episode with status "infra_error" and reward None: an infrastructure failure is 
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import time
@@ -71,8 +72,11 @@ class EpisodeResult:
     def infra_failed(self) -> bool:
         return self.status == INFRA_ERROR
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_dict(self, fields: tuple[str, ...] | None = None) -> dict:
+        """Every field, or only `fields` (each as `asdict` would copy it)."""
+        if fields is None:
+            return dataclasses.asdict(self)
+        return {name: copy.deepcopy(getattr(self, name)) for name in fields}
 
     @classmethod
     def from_dict(cls, row: dict) -> "EpisodeResult":

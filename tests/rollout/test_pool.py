@@ -117,3 +117,46 @@ def test_an_idle_worker_that_dies_is_replaced_and_the_pool_still_runs_jobs():
         results = pool.run(spec(range(6)))
         assert sorted(r["task_id"] for r in results) == list(range(6))
         assert all(r["status"] == "completed" for r in results)
+
+
+def test_job_runner_sends_the_last_result_with_done():
+    from hr1_jax.rollout.pool import JobRunner
+    sent = []
+    runner = JobRunner({})
+    runner.run({"job_id": 7, **spec([0, 1, 2]).__dict__}, sent.append)
+    runner.run({"job_id": 8, **spec([]).__dict__}, sent.append)
+    runner.close()
+    assert [(kind, job) for kind, job, _ in sent] == [("result", 7), ("result", 7), ("done", 7), ("done", 8)]
+    assert [ep["task_id"] for _, _, ep in sent[:3]] == [0, 1, 2] and sent[3][2] is None
+
+
+def test_collect_waits_for_the_last_result_and_results_streams():
+    import threading
+    from hr1_jax.rollout.pool import JobHandle
+    h = JobHandle(0, spec([0, 1]))
+    h._put({"task_id": 0})
+    try:
+        h.collect(timeout_s=0.1)   # one of two results: nothing new arrives, so it gives up
+        raise AssertionError("collect returned before the last result")
+    except TimeoutError:
+        pass
+    threading.Timer(0.05, h._put, ({"task_id": 1},)).start()
+    assert h.collect(timeout_s=30) == [{"task_id": 0}, {"task_id": 1}]
+    streamed = JobHandle(1, spec([0, 1]))
+    it = streamed.results(timeout_s=30)
+    streamed._put({"task_id": 0})
+    assert next(it) == {"task_id": 0}   # the first result, before the second exists
+    threading.Timer(0.05, streamed._put, ({"task_id": 1},)).start()
+    assert list(it) == [{"task_id": 1}]
+
+
+def test_a_job_with_fields_gets_only_those_keys_and_the_pools():
+    from hr1_jax.rollout.pool import POOL_FIELDS, JobRunner
+    runner = JobRunner({})
+    full, slim = [], []
+    runner.run({"job_id": 0, **spec([0, 1]).__dict__}, full.append)
+    runner.run({"job_id": 1, **spec([0, 1], fields=("reward", "identity")).__dict__}, slim.append)
+    runner.close()
+    for (_, _, a), (_, _, b) in zip(full, slim):
+        assert set(b) == {*POOL_FIELDS, "reward", "identity"} and "trajectory" in a
+        assert all(b[k] == a[k] for k in b)
