@@ -6,8 +6,8 @@ W is an `hr1 agent-sft` workdir (W/final_params and W/rows/agent_sft_rows.jsonl)
 `hr1 baseline --config=agent_sft_demo --workdir=W && hr1 agent-sft --config=agent_sft_demo --workdir=W`.
 
 1. Throughput: the first-turn prompts of the agent-SFT rows (DBBench system prompt, tool schema,
-   task; the same fixed prompts every pass) sent over HTTP by C concurrent clients (C = 1, 4, 8;
-   greedy, max_tokens 64), after one warm-up pass of each C (compiles excluded). The repeats are
+   task; the same 16 fixed prompts for every C and pass) sent over HTTP by C concurrent clients
+   (C = 1, 4, 8; greedy, max_tokens 64), after two warm-up passes of each C (compiles excluded). The repeats are
    interleaved (C = 1, 4, 8, then again), so a change of machine load hits every C alike. Medians
    over repeats of requests/s and completion tokens/s; the ratio to C = 1 in the same run (named
    baseline: the same server decoding one request at a time), and the batch sizes that formed.
@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from hr1_jax.config_files import load_config, resolve_config  # noqa: E402
 from hr1_jax.data.rows import read_jsonl  # noqa: E402
-from hr1_jax.serve.openai_api import ServeOptions  # noqa: E402
+from hr1_jax.serve.batcher import pow2_at_least  # noqa: E402
+from hr1_jax.serve.openai_api import ServeOptions, parse_request  # noqa: E402
 from hr1_jax.serve.server import ChatServer, load_sampler  # noqa: E402
 
 
@@ -62,9 +63,11 @@ def _pass(url: str, bodies: list[dict], concurrency: int) -> tuple[float, float]
 
 
 def throughput(srv, rows: list[dict], levels: tuple[int, ...], repeats: int, max_tokens: int) -> dict:
-    bodies = {c: _bodies(rows, max(c * 2, 8), max_tokens) for c in levels}
-    for c in levels:   # warm-up: compiles every batch shape this concurrency produces
-        _pass(srv.base_url, bodies[c], c)
+    same = _bodies(rows, 16, max_tokens)   # one fixed set of prompts for every C
+    bodies = {c: same for c in levels}
+    for _ in range(2):   # warm-up: compiles the batch shapes each concurrency forms (they vary with timing)
+        for c in levels:
+            _pass(srv.base_url, bodies[c], c)
     runs: dict[int, list] = {c: [] for c in levels}
     for _ in range(repeats):
         for c in levels:
@@ -114,7 +117,10 @@ def main() -> int:
     config.dbbench.backend = "sqlite"
     rows = read_jsonl(os.path.join(args.workdir, "rows", "agent_sft_rows.jsonl"))
     sampler, tok = load_sampler(os.path.join(args.workdir, "final_params"))
-    with ChatServer(sampler, tok, ServeOptions(model_id="bench"), max_batch=8, window_s=0.01,
+    opts = ServeOptions(model_id="bench")
+    # one prompt bucket for every batch (the longest fixed prompt): batch width is the only shape that varies
+    longest = max(len(parse_request(tok, b, opts).prompt_ids) for b in _bodies(rows, 16, args.max_tokens))
+    with ChatServer(sampler, tok, opts, max_batch=8, window_s=0.01, min_prompt_bucket=pow2_at_least(longest, 64),
                     guided_tools=args.guided_tools == "on") as srv:
         result = {"guided_tools": args.guided_tools}
         if not args.skip_throughput:
