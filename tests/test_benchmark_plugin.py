@@ -1,8 +1,8 @@
 """A fourth benchmark is one descriptor plus one registry line: the tests' counter game
 (tests/toy_benchmark.py), registered for the test, runs through what is benchmark-free today:
-registry -> scripted target -> a rollout batch in real worker processes -> an RL row -> the
-patched rerun's reward -> the evaluation's task pairs, config section and reports. (Engineer prompt
-texts are still per benchmark in hr1_jax/patch/prompts.py, so the toy's row carries a stand-in prompt.)"""
+registry -> scripted target -> a rollout batch in real worker processes -> an RL row (the row
+builder's packet and engineer prompt, from the descriptor's defaults) -> the patched rerun's reward
+-> the evaluation's task pairs, config section and reports."""
 import csv
 import json
 
@@ -14,6 +14,8 @@ from hr1_jax.config import base_config
 from hr1_jax.data.rows import rl_row
 from hr1_jax.rollout.batches import baseline_metadata, run_batch
 from hr1_jax.rollout.pool import WorkerPool
+from hr1_jax.rollout.rows import engineer_row, packet_for
+from hr1_jax.runtime import EpisodeResult
 
 TOY = ("counter", "toy_benchmark:BENCHMARK")
 TASKS = list(range(6))
@@ -70,8 +72,11 @@ def test_the_toy_runs_through_rollout_rows_and_the_evaluation_reports(counter, t
     assert [ep["reward"] for ep in failing] == [0.0] * len(TASKS)
     assert [ep["reward"] for ep in fixed] == [1.0] * len(TASKS)
     meta = baseline_metadata("counter", "test", 0, failing, target_name=config.target.name)
-    row = rl_row("system", "packet", meta)
-    assert row["metadata"]["identity"]["batch_sha256"]
+    packet, n_fail = packet_for(config, "counter", "batch_000", [EpisodeResult.from_dict(e) for e in failing],
+                                threshold=1.0)
+    row = engineer_row(config, "counter", packet, dict(meta, batch_tag="counter_batch_000"))
+    assert n_fail == len(TASKS) and row["metadata"]["identity"]["batch_sha256"]
+    assert row["prompt"][1]["content"].endswith(packet) and "# counter no-harness failure traces" in packet
 
     # the evaluation's pairs and reports, from the toy's descriptor (families, columns, data line)
     pairs = [TaskPair("counter", a["task_id"], 0, "batch_000", a["reward"], b["reward"], task_family(a))
