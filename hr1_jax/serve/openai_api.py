@@ -6,7 +6,8 @@ project's Qwen format when it has none) with the request's `tools`; thinking fol
 `chat_template_kwargs.enable_thinking` (the server's default otherwise); vLLM's
 `continue_final_message` / `add_generation_prompt` are honoured, so the endpoint engineer's prefill
 works. Tool calls in the generated text (Qwen3 JSON or Qwen3.5 XML, `agents.tool_repair`) for tools
-the request offered become `tool_calls`; text before `</think>` becomes `reasoning_content`.
+the request offered become `tool_calls` (the batcher's `serve.guided.Guide` has made them well formed
+and enforced `tool_choice` first); text before `</think>` becomes `reasoning_content`.
 Bad requests get HTTP 400 with an OpenAI error object, a wrong model name 404.
 """
 from __future__ import annotations
