@@ -143,8 +143,6 @@ def violations(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
 
 # Today's breaks, each waiting for the move that removes it (issue 16); a fix deletes its line.
 KNOWN_VIOLATIONS = {
-    ("hr1_jax.train.demo", "envs.dbbench.server"):
-        "the demo starts the DBBench server itself; a benchmark's services go behind its interface (item 1)",
 }
 
 

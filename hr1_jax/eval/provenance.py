@@ -59,11 +59,6 @@ def recorded_values(root: str, benchmark: str, key: str) -> list[str]:
     return sorted(found)
 
 
-def dbbench_backends(root: str) -> list[str]:
-    """The SQL backends the DBBench results under `root` recorded (train/demo.py's summary)."""
-    return recorded_values(root, "dbbench", "backend")
-
-
 def trained_step(checkpoint: str) -> int | None:
     """The training step of an engineer folder (`W/grpo` or `W/grpo/final_params`): the newest
     step saved under its `checkpoints/`, None when there is none (an endpoint, a name)."""

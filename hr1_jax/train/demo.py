@@ -9,23 +9,23 @@ held-out evaluation of no_patch / teacher / sft / grpo on the same held-out batc
 
 Writes WORKDIR/summary.json (`methods` and `methods_sampled`, `comparisons` and
 `comparisons_sampled` {"mean", "ci95", "n"} from a paired bootstrap clustered by task,
-`dbbench_backend`, `report`, `wall_seconds`, per-stage details),
+`<benchmark>_backend` / `<benchmark>_server` for each benchmark with services, `report`,
+`wall_seconds`, per-stage details),
 WORKDIR/report/report.html (+ .md, .json), TensorBoard events under WORKDIR/tensorboard/, and
-prints the table with intervals, the report path, the TensorBoard command and the DBBench backend.
+prints the table with intervals, the report path, the TensorBoard command and each service's backend.
 DBBench runs on MariaDB when it is installed (the project's server is started for the run if it
 does not answer). Each finished stage leaves WORKDIR/stages/<stage>.json, so a rerun skips it (SFT
 and GRPO also resume from their checkpoints).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import json
 import os
-import shutil
 import time
 
+from envs.registry import benchmark, names, services
 from hr1_jax.data.rows import read_jsonl, rl_row, write_jsonl
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
@@ -163,72 +163,6 @@ def stage_teacher(config, workdir: str, ctx) -> dict:
     return stats
 
 
-def _mariadb_installed() -> bool:
-    return any(shutil.which(n) or os.path.exists(f"/usr/sbin/{n}") for n in ("mariadbd", "mysqld"))
-
-
-def _pin_recorded_backend(config, workdir: str):
-    """`dbbench.backend=auto` pinned to the backend this workdir's stored baselines recorded:
-    reruns only pair with runs on the same backend."""
-    from hr1_jax.eval.provenance import dbbench_backends
-
-    recorded = dbbench_backends(os.path.join(workdir, "baseline"))
-    if config.dbbench.backend == "auto" and len(recorded) == 1:
-        return _sub(config, **{"dbbench.backend": recorded[0]})
-    return config
-
-
-ALREADY_RUNNING = "MariaDB: the project's server, already running"
-
-
-def _no_server_start(config) -> str | None:
-    """Why this run does not start the project's MariaDB (what DBBench uses instead), or None."""
-    from envs.dbbench import server
-
-    db = config.dbbench
-    if "dbbench" not in config.train.demo.benchmarks:
-        return "not run"
-    if db.backend == "sqlite":
-        return "SQLite: dbbench.backend=sqlite, or this workdir's stored baselines ran on it"
-    if db.socket or db.host not in ("127.0.0.1", "localhost"):
-        return f"the MariaDB server at {db.socket or db.host}"
-    if server.is_running():
-        return ALREADY_RUNNING
-    if not _mariadb_installed():
-        return "SQLite: MariaDB is not installed (launch/setup.sh installs it as root)"
-    return None
-
-
-@contextlib.contextmanager
-def dbbench_backend(config, workdir: str):
-    """Yields (config, how DBBench's backend was chosen). When MariaDB is installed and the
-    project's server (launch/mariadb.sh) does not answer, it is started for this run; runs using
-    the project's server record themselves as its users, and the last one to end stops a server a
-    run started (so concurrent demos do not lose it under each other), as the tests do."""
-    from envs.dbbench import server
-
-    config = _pin_recorded_backend(config, workdir)
-    reason = _no_server_start(config)
-    if reason is not None and reason != ALREADY_RUNNING:
-        yield config, reason
-        return
-    started = reason is None
-    if started:
-        port = int(config.dbbench.port)
-        ok, message = server.start(port=port)
-        log_event("demo", "mariadb_start", ok=ok, message=message)
-        if not ok:
-            yield config, f"SQLite: MariaDB did not start ({message.splitlines()[-1] if message else 'no output'})"
-            return
-        reason = "MariaDB: started for this run by launch/mariadb.sh, stopped when the last run using it ends"
-    record = server.join(started)
-    try:
-        yield config, reason
-    finally:
-        if server.leave(record):
-            log_event("demo", "mariadb_stop", message=server.stop(port=int(config.dbbench.port))[1])
-
-
 def _run_stages(config, workdir: str, stages: dict, given_config: dict) -> float:
     """Run (or skip, when done by an earlier invocation) every stage; returns the seconds the
     skipped stages took then."""
@@ -257,11 +191,10 @@ def _run_stages(config, workdir: str, stages: dict, given_config: dict) -> float
     return skipped_s
 
 
-def _summary(config, stages: dict, wall: float, backend: str, server: str) -> dict:
+def _summary(config, stages: dict, wall: float, backends: dict) -> dict:
     ev = stages["eval"]
     return {"methods": ev["methods"], "comparisons": ev["comparisons"], "methods_sampled": ev["methods_sampled"],
-            "comparisons_sampled": ev["comparisons_sampled"], "wall_seconds": wall,
-            "dbbench_backend": backend, "dbbench_server": server, "report": ev["report"],
+            "comparisons_sampled": ev["comparisons_sampled"], "wall_seconds": wall, **backends, "report": ev["report"],
             "stage_seconds": {k: v.get("seconds") for k, v in stages.items()},
             "details": {"rows": stages["rows"], "teacher": stages["teacher"], "sft": stages["sft"],
                         "heldout_tasks": ev["tasks"], "heldout_batches": ev["methods"]["no_patch"]["n_batches"],
@@ -281,12 +214,22 @@ def demo_stage(config, workdir: str) -> int:
     config = _sub(config, **{"model.tokenizer": tok_path,
                              "rollout.cache_dir": os.path.join(workdir, "reward_cache")})
     stages: dict[str, dict] = {}
-    with dbbench_backend(config, workdir) as (config, server):
-        log_event("demo", "dbbench_backend", how=server)
+    baseline = os.path.join(workdir, "baseline")
+
+    def recorded(bench: str, key: str) -> list[str]:
+        return prov.recorded_values(baseline, bench, key)
+
+    # what the demo's benchmarks need started for the run (DBBench: the project's MariaDB)
+    with services(config.train.demo.benchmarks, config, recorded) as (config, how):
+        for bench, server in how.items():
+            log_event("demo", f"{bench}_backend", how=server)
         skipped_s = _run_stages(config, workdir, stages, given)
-    backend = " + ".join(prov.dbbench_backends(os.path.join(workdir, "baseline"))) or "not run"
+    backends = {}
+    for bench, server in how.items():
+        backends.update({f"{bench}_backend": " + ".join(recorded(bench, "backend")) or "not run",
+                         f"{bench}_server": server})
     wall = round(time.monotonic() - t_start + skipped_s, 1)
-    summary = _summary(config, stages, wall, backend, server)
+    summary = _summary(config, stages, wall, backends)
     write_json(os.path.join(workdir, "summary.json"), summary)
     _print_ending(summary, workdir)
     return 0
@@ -307,7 +250,8 @@ def _print_ending(summary: dict, workdir: str) -> None:
     print(f"report:      {summary['report']}")
     print(f"TensorBoard: tensorboard --logdir {os.path.join(workdir, 'tensorboard')}   "
           f"(or: bash launch/tensorboard.sh {os.path.join(workdir, 'tensorboard')})")
-    print(f"DBBench backend: {summary['dbbench_backend']} ({summary['dbbench_server']})")
+    for bench in (b for b in names() if f"{b}_server" in summary):
+        print(f"{benchmark(bench).report.title} backend: {summary[bench + '_backend']} ({summary[bench + '_server']})")
     print(f"wall: {summary['wall_seconds']:.0f} s; summary: {os.path.join(workdir, 'summary.json')}")
 
 

@@ -36,6 +36,6 @@ def detect(benchmark: str, row_or_prompt) -> dict[str, int]:
     signals = import_object(path)
     counts: dict[str, int] = {}
     for trace in _split(evidence_text(row_or_prompt), signals.trace_start):
-        for name in signals.detect(trace):
+        for name in sorted(signals.detect(trace)):  # a set: sorted, so rows do not follow PYTHONHASHSEED
             counts[name] = counts.get(name, 0) + 1
     return counts
