@@ -2,11 +2,9 @@
 way"), checked on the source: every import, including function-local ones and
 `importlib.import_module("<literal>")`, is an edge; each rule names who may not import whom.
 
-Today's breaks are listed in KNOWN_VIOLATIONS, one line each with why it waits: the test fails on a
-new break, and on a listed one that no longer exists (the fix removes its line).
-
-`python tests/test_layering.py` also prints the map of hr1_jax/ files whose code (not comments or
-docstrings) names a benchmark: the files the benchmark plug-in move still has to empty.
+No break is allowed. Benchmark names are checked too: the code (not comments or docstrings) of
+hr1_jax/ names a benchmark only in the CLI's help examples and the default benchmark of the config
+(NAMING_ALLOWED); everything else asks the registry. `python tests/test_layering.py` prints the map.
 """
 from __future__ import annotations
 
@@ -141,17 +139,9 @@ def violations(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
     return dict(out)
 
 
-# Today's breaks, each waiting for the move that removes it (issue 16); a fix deletes its line.
-KNOWN_VIOLATIONS = {
-}
-
-
 def test_imports_follow_the_layering():
     found = violations(import_graph(REPO))
-    new = {k: v for k, v in found.items() if k not in KNOWN_VIOLATIONS}
-    assert not new, "imports against the layering:\n" + "\n".join(f"  {a} -> {b}: {r}" for (a, b), r in new.items())
-    fixed = sorted(set(KNOWN_VIOLATIONS) - set(found))
-    assert not fixed, f"fixed, so remove from KNOWN_VIOLATIONS: {fixed}"
+    assert not found, "imports against the layering:\n" + "\n".join(f"  {a} -> {b}: {r}" for (a, b), r in found.items())
 
 
 def _copy_tree(tmp_path: Path) -> Path:
@@ -226,6 +216,15 @@ def benchmark_name_report(root: Path = REPO, package: str = "hr1_jax") -> dict[s
         if n:
             out[str(f.relative_to(root))] = n
     return out
+
+
+# The only hr1_jax/ files whose code may name a benchmark (help examples; the default benchmark).
+NAMING_ALLOWED = {"hr1_jax/cli.py", "hr1_jax/config.py"}
+
+
+def test_only_the_allowed_files_name_a_benchmark():
+    named = set(benchmark_name_report())
+    assert named <= NAMING_ALLOWED, f"code names a benchmark outside envs/ (ask envs.registry): {sorted(named - NAMING_ALLOWED)}"
 
 
 def test_benchmark_mentions_count_code_only():
