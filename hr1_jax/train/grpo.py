@@ -29,6 +29,7 @@ import numpy as np
 from flax import nnx
 
 from hr1_jax.data.rows import read_jsonl
+from hr1_jax.errors import InputError
 from hr1_jax.models.flops import flops_per_token
 from hr1_jax.rollout.reward import RewardContext, score_group
 from hr1_jax.train.checkpoint import Checkpointer, abstract_like, key_from_json, key_to_json
@@ -124,14 +125,12 @@ class GRPOTrainer:
         self.eng = Engineer(config, stage="grpo")
         self.eng.require_batch_divisible(self.g.micro_batch, "train.grpo.micro_batch")
         tok = self.eng.tokenizer
-        self.rows, too_long = [], 0
-        for r in rows:
-            if len(prompt_ids(tok, r)) > self.g.max_prompt_tokens:
-                too_long += 1
-            else:
-                self.rows.append(r)
+        lengths = [len(prompt_ids(tok, r)) for r in rows]
+        self.rows = [r for r, n in zip(rows, lengths) if n <= self.g.max_prompt_tokens]
+        too_long = len(rows) - len(self.rows)
         if not self.rows:
-            raise ValueError(f"no RL rows fit train.grpo.max_prompt_tokens={self.g.max_prompt_tokens}")
+            raise InputError(f"no RL rows fit train.grpo.max_prompt_tokens={self.g.max_prompt_tokens}: "
+                             f"the shortest of {len(rows)} prompts has {min(lengths, default=0)} tokens")
         log_event("grpo", "data", rows=len(self.rows), too_long=too_long)
         self.eng.use_rows_prompt_style(self.rows)   # the exported params record the rows' prompt style
         self.dataset = rl_group_dataset(self.rows, self.g.prompts_per_step, config.train.seed)
