@@ -3,8 +3,6 @@ prompt and the vocabulary patch validation checks DBBench patches against. Its p
 ctx["world"], mutations judged on the database)."""
 from __future__ import annotations
 
-import re
-
 from envs.plugin import PatchSpec
 
 RETURN_CONTRACTS = """Return contracts (anything else, or None, means "no effect")

@@ -23,7 +23,6 @@ from hr1_jax.data.rows import read_jsonl, write_jsonl
 from hr1_jax.errors import InputError
 from hr1_jax.models.tokenizer import IM_END, SPECIAL_TOKENS, format_chat, render_conversation, train_sentencepiece
 from hr1_jax.utils.jsonsafe import write_json
-from hr1_jax.utils.logging import log_event
 
 
 def agent_sft_defaults() -> ml_collections.ConfigDict:

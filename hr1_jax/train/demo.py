@@ -30,7 +30,6 @@ from hr1_jax.data.rows import read_jsonl, rl_row, write_jsonl
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
-from hr1_jax.utils.tensorboard import TensorBoardWriter
 
 from hr1_jax.train.demo_eval import METHODS, NOTES, _ci, format_table
 
