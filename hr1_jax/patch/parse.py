@@ -20,11 +20,27 @@ from hr1_jax.patch.schema import normalize_patch
 PROTOCOLS = ("prefill_think_patch", "full_think_patch")
 ASSISTANT_TAG = "<|im_start|>assistant"
 _FLAGS = re.DOTALL | re.IGNORECASE
-_PATCH_BLOCK = re.compile(r"<patch>\s*(.*?)\s*</patch>", _FLAGS)
+_PATCH_OPEN = re.compile(r"<patch>", re.IGNORECASE)
+_PATCH_CLOSE = re.compile(r"</patch>", re.IGNORECASE)
 _OPEN_PATCH = re.compile(r"<patch>\s*(.*)", _FLAGS)
 _THINK_BLOCK = re.compile(r"<think>\s*(.*?)\s*</think>", _FLAGS)
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+
+
+def patch_blocks(text: str) -> list[str]:
+    """The bodies of the complete `<patch>...</patch>` blocks, stripped: what
+    `<patch>\\s*(.*?)\\s*</patch>` (DOTALL, IGNORECASE) captures, each block up to its first
+    close tag, without that pattern's lazy scan (~25 ns a character, half a validation's
+    parsing of a 10 KB response)."""
+    out, pos = [], 0
+    while (start := _PATCH_OPEN.search(text, pos)) is not None:
+        end = _PATCH_CLOSE.search(text, start.end())
+        if end is None:
+            break
+        out.append(text[start.end():end.start()].strip())  # strip() removes exactly what \s matches
+        pos = end.end()
+    return out
 
 
 def _dicts_in(segment: str) -> list[dict]:
@@ -52,7 +68,7 @@ def extract_patch_json(text: str) -> dict:
         raise PatchError("not_text", "response must be a string")
     text = text.strip()
     segment = text.rsplit(ASSISTANT_TAG, 1)[-1] if ASSISTANT_TAG in text else text
-    segments = [m.group(1) for m in _PATCH_BLOCK.finditer(segment)]
+    segments = patch_blocks(segment)
     if not segments:
         m = _OPEN_PATCH.search(segment)
         if m:
@@ -74,10 +90,10 @@ def _extract_full_think(text: str) -> dict:
         text = text.rsplit(ASSISTANT_TAG, 1)[-1]
     if _THINK_BLOCK.search(text) is None:
         raise PatchError("missing_think", "missing complete <think>...</think> block")
-    blocks = list(_PATCH_BLOCK.finditer(text))
+    blocks = patch_blocks(text)
     if not blocks:
         raise PatchError("missing_patch", "missing complete <patch>...</patch> block")
-    body = blocks[-1].group(1).strip()
+    body = blocks[-1]
     if not body:
         raise PatchError("empty_patch", "<patch> block is empty")
     return extract_patch_json(f"<patch>\n{body}\n</patch>")

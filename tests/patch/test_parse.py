@@ -1,9 +1,12 @@
 """Response parsing (reference spec §1.7): both protocols, last patch block, JSON fallbacks."""
 import json
+import random
+import re
 
 import pytest
 
 from hr1_jax.patch import PatchError, build_response, extract_patch_json, extract_response_json, parse_response
+from hr1_jax.patch.parse import patch_blocks
 
 HOOK = "def hook(ctx, nb):\n    return {'message': 'check the options'}"
 
@@ -50,6 +53,17 @@ def test_full_think_requires_think_and_complete_patch():
 def test_tags_are_case_insensitive():
     text = "<THINK>x</Think>\n<PATCH>" + json.dumps(patch()) + "</Patch>"
     assert parse_response(text, "webshop", "full_think_patch")["benchmark"] == "webshop"
+
+
+def test_patch_blocks_are_what_the_lazy_block_pattern_captures():
+    # patch_blocks replaced `<patch>\s*(.*?)\s*</patch>` (DOTALL, IGNORECASE) for speed: same bodies.
+    pattern = re.compile(r"<patch>\s*(.*?)\s*</patch>", re.DOTALL | re.IGNORECASE)
+    pieces = ["<patch>", "</patch>", "<PATCH>", "</Patch>", "<patch", "</", " ", "\n", "\u2003", "\t", "a", "{}", "<"]
+    rng = random.Random(7)
+    texts = ["", "<patch></patch>", "<patch> \n </patch>", "</patch><patch>x"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randrange(1, 14))) for _ in range(3000)]
+    for text in texts:
+        assert patch_blocks(text) == [m.group(1) for m in pattern.finditer(text)], text
 
 
 def test_fenced_json_inside_patch_block():
