@@ -278,6 +278,7 @@ def _recursive_functions(calls: dict) -> set:
 # --------------------------------------------------------------------------- AST rewrite
 
 _AST, _NAME, _CONSTANT, _LOAD_CTX = ast.AST, ast.Name, ast.Constant, ast.Load  # one global lookup each
+_CALL, _EXPR = ast.Call, ast.Expr
 _BINOP_GUARDS = {ast.Add: "_g_add", ast.Mult: "_g_mul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
                  ast.Mod: "_g_mod"}
 _AUG_GUARDS = {ast.Add: "_g_iadd", ast.Mult: "_g_imul", ast.Pow: "_g_pow", ast.LShift: "_g_lshift",
@@ -298,23 +299,50 @@ def _call(ref: ast.AST, name: str, *args: ast.expr) -> ast.Call:
     return _call_at(_pos(ref), name, args)
 
 
-def _call_at(pos: dict, name: str, args) -> ast.Call:
-    for arg in args:
-        if not hasattr(arg, "lineno"):
-            _at(arg, pos)
-    return _at(ast.Call(_at(ast.Name(name, _LOAD), pos), list(args), []), pos)
+# The rewrite's nodes are made without the ast types' __init__ and get their fields and their
+# position in their __dict__ directly: the generic __init__ cost twice as much, and the rewrite
+# makes some 450 nodes for the slowest shipped patch.
+_new = ast.AST.__new__
 
 
 def _at(node: ast.AST, pos: dict) -> ast.AST:
-    # Positional fields and the position set in one update: the generic keyword __init__ of
-    # the ast types cost twice as much (the rewrite makes some 200 nodes per shipped hook).
     node.__dict__.update(pos)
     return node
 
 
-def _tick(ref: ast.stmt, name: str, *args: ast.expr) -> ast.Expr:
+def _name_at(pos: dict, ident: str) -> ast.Name:
+    node = _new(_NAME)
+    d = node.__dict__
+    d.update(pos)
+    d["id"], d["ctx"] = ident, _LOAD
+    return node
+
+
+def _call_at(pos: dict, name: str, args) -> ast.Call:
+    for arg in args:
+        if not hasattr(arg, "lineno"):
+            _at(arg, pos)
+    node = _new(_CALL)
+    d = node.__dict__
+    d.update(pos)
+    d["func"], d["args"], d["keywords"] = _name_at(pos, name), list(args), []
+    return node
+
+
+def _stmt_at(pos: dict, call: ast.Call) -> ast.Expr:
+    node = _new(_EXPR)
+    d = node.__dict__
+    d.update(pos)
+    d["value"] = call
+    return node
+
+
+def _tick(ref: ast.stmt, n: int) -> ast.Expr:
+    """`_g_tick(n)` at ref's position: the tick of a statement list of n statements."""
     pos = _pos(ref)
-    return _at(ast.Expr(_call_at(pos, name, args)), pos)
+    count = _new(_CONSTANT)
+    count.__dict__.update(pos, value=n)
+    return _stmt_at(pos, _call_at(pos, "_g_tick", (count,)))
 
 
 def _as_load(target: ast.expr) -> ast.expr:
@@ -406,54 +434,62 @@ class _Pass:
 
     def walk(self, node, depth: int):
         """Check, gather and rewrite `node` (at nesting level `depth`, neither a Name, a Constant
-        nor a node without fields: those are handled inline, as the most common) and its subtree;
-        returns the node that replaces it."""
-        count, check, gather, fields, body_fields, rewrite = _PLANS.get(type(node)) or _plan(type(node))
+        nor a node without fields: those are handled by `leaf`, as the most common) and its
+        subtree; returns the node that replaces it."""
+        count, check, gather, singles, lists, body_fields, rewrite = _PLANS.get(type(node)) or _plan(type(node))
         if check is not None:
             check(node, self.func, self.instance_rule)
         if gather is not None:
             gather(self, node)
+        if depth >= MAX_HOOK_AST_DEPTH:  # its children would be too deep
+            _check_no_children(node, singles + lists)
         depth += 1
-        for field in fields:
+        leaf = self.leaf
+        for field in singles:
+            item = getattr(node, field, None)
+            t = type(item)
+            if t in _LEAVES:
+                count += leaf(item, t)
+            elif isinstance(item, _AST):  # else None (an optional field)
+                new = self.walk(item, depth)
+                if new is not item:
+                    setattr(node, field, new)
+        for field in lists:
             value = getattr(node, field, None)
-            items = value if type(value) is list else (value,)
-            for i, item in enumerate(items):
-                if not isinstance(item, _AST):
-                    continue  # None, or a name string
-                if depth > MAX_HOOK_AST_DEPTH:  # the rewrite and the compiler recurse once per level
-                    _fail("hook_too_complex", f"hook code is nested more than {MAX_HOOK_AST_DEPTH} levels deep")
+            if type(value) is not list:
+                continue  # a field of unknown shape (see `_field_shapes`) holding no list
+            for i, item in enumerate(value):
                 t = type(item)
-                if t is _NAME:
-                    count += 2  # with its ctx marker
-                    ident = item.id
-                    if ident[0] == "_" or ident in FORBIDDEN_NAMES:
-                        _fail("forbidden_name", f"hook uses forbidden name: {ident}")
-                    if type(item.ctx) is not _LOAD_CTX:
-                        self.bound.add(ident)
-                    elif ident in self.top_names:
-                        self.used.add(ident)
-                        if id(item) not in self.callees:
-                            self.escaped = True
-                elif t is _CONSTANT:
-                    count += 1
-                    if type(item.value) is str:
-                        _check_constant(item, self.func, self.instance_rule)
-                elif t in _BARE:  # operators, Pass, Break, Continue
-                    count += 1
-                else:
+                if t in _LEAVES:
+                    count += leaf(item, t)
+                elif isinstance(item, _AST):  # else None (a `**` entry's key in a Dict)
                     new = self.walk(item, depth)
                     if new is not item:
-                        if items is value:
-                            value[i] = new
-                        else:
-                            setattr(node, field, new)
+                        value[i] = new
         self.count += count
         for field in body_fields:
             stmts = getattr(node, field)  # a list, or an IfExp's expressions
-            if type(stmts) is list and stmts and isinstance(stmts[0], ast.stmt):
-                header = 1 if type(node) is ast.For and field == "body" else 0  # re-run per item
-                stmts.insert(0, _tick(stmts[0], "_g_tick", ast.Constant(len(stmts) + header)))
+            if type(stmts) is list and stmts and isinstance(stmts[0], _STMT):
+                header = 1 if field == "body" and type(node) is ast.For else 0  # re-run per item
+                stmts.insert(0, _tick(stmts[0], len(stmts) + header))
         return node if rewrite is None else rewrite(self, node)
+
+    def leaf(self, item, t) -> int:
+        """Check and gather a Name, a Constant or a node without fields; returns its count."""
+        if t is _NAME:
+            ident = item.id
+            if ident[0] == "_" or ident in FORBIDDEN_NAMES:
+                _fail("forbidden_name", f"hook uses forbidden name: {ident}")
+            if type(item.ctx) is not _LOAD_CTX:
+                self.bound.add(ident)
+            elif ident in self.top_names:
+                self.used.add(ident)
+                if id(item) not in self.callees:
+                    self.escaped = True
+            return 2  # with its ctx marker
+        if t is _CONSTANT and type(item.value) is str:
+            _check_constant(item, self.func, self.instance_rule)
+        return 1  # a Constant, an operator, Pass, Break, Continue
 
     # --- facts -------------------------------------------------------------------------------
     def gather_call(self, node):
@@ -555,24 +591,71 @@ _GATHERS = {ast.Call: _Pass.gather_call, ast.arg: _Pass.gather_arg, ast.ExceptHa
 # Node types without fields (operators, contexts, Pass, ...): counted, nothing to check or rewrite.
 _BARE = frozenset(c for c in _subclasses(ast.AST) if not getattr(c, "_fields", None)
                   and c not in _NODE_CHECKS and c not in _REWRITES and c not in _BODY_FIELDS_OF)
+_LEAVES = _BARE | {ast.Name, ast.Constant}  # handled by `_Pass.leaf`, not walked
+_STMT = ast.stmt
 _PLANS: dict = {}
 
 
 def _plan(t: type) -> tuple:
-    """What `_Pass.walk` does with a node of type t: its count (with a ctx marker), its check,
-    its facts, its child fields, its statement-list fields, its rewrite."""
-    plan = _PLANS[t] = (2 if t in _CTX_TYPES else 1, _NODE_CHECKS.get(t), _GATHERS.get(t), _child_fields(t),
+    """What `_Pass.walk` does with a node of type t: its count (with a ctx marker and its
+    operator), its check, its facts, its single and list child fields, its statement-list
+    fields, its rewrite."""
+    singles, lists, ops = _field_shapes(t)
+    plan = _PLANS[t] = ((2 if t in _CTX_TYPES else 1) + ops, _NODE_CHECKS.get(t), _GATHERS.get(t), singles, lists,
                         _BODY_FIELDS_OF.get(t, ()), _REWRITES.get(t))
     return plan
+
+
+_ASDL_FIELD = re.compile(r"(\w+)([*?]?) (\w+)$")
+_SCALAR_KINDS = frozenset({"identifier", "string", "int", "constant"})  # names, flags, a Constant's value
+_OP_KINDS = frozenset({"operator", "boolop", "unaryop"})  # one field-less node each, nothing to check
+
+
+def _field_shapes(t: type) -> tuple[tuple, tuple, int]:
+    """(single child fields, list child fields, operator fields) of node type t, from its ASDL
+    signature, the type's docstring (`BinOp(expr left, operator op, expr right)`): the pass
+    skips the scalar fields and only counts the operators. A field the signature does not
+    describe is in both tuples, where the walk checks its shape."""
+    doc = (t.__doc__ or "").strip()
+    head, _, rest = doc.partition("(")
+    kinds = {}
+    if head == t.__name__ and rest.endswith(")"):
+        for part in rest[:-1].split(","):
+            m = _ASDL_FIELD.match(part.strip())
+            if m:
+                kinds[m.group(3)] = (m.group(1), m.group(2))
+    singles, lists, ops = [], [], 0
+    for field in _child_fields(t):
+        kind, shape = kinds.get(field, ("", ""))
+        if kind in _SCALAR_KINDS:
+            continue
+        if kind in _OP_KINDS and shape == "":
+            ops += 1
+        elif shape == "*":
+            lists.append(field)
+        elif kind:
+            singles.append(field)
+        else:
+            singles.append(field)
+            lists.append(field)
+    return tuple(singles), tuple(lists), ops
+
+
+def _check_no_children(node: ast.AST, fields: tuple) -> None:
+    for field in fields:
+        value = getattr(node, field, None)
+        if isinstance(value, _AST) or (type(value) is list and any(isinstance(v, _AST) for v in value)):
+            _fail("hook_too_complex", f"hook code is nested more than {MAX_HOOK_AST_DEPTH} levels deep")
 
 
 def _count_depth(func: ast.FunctionDef) -> None:
     # def f(..): _g_enter(n); try: <body> finally: _g_exit() -- depth counted in the budget,
     # so runaway recursion stops with a signal `except Exception` cannot catch.
     n = func.body[0].value.args[0].value  # the tick the pass put first
-    func.body = [_tick(func, "_g_enter", ast.Constant(n)),
+    pos = _pos(func)
+    func.body = [_stmt_at(pos, _call_at(pos, "_g_enter", (ast.Constant(n),))),
                  ast.copy_location(ast.Try(body=func.body[1:], handlers=[], orelse=[],
-                                           finalbody=[_tick(func, "_g_exit")]), func)]
+                                           finalbody=[_stmt_at(pos, _call_at(pos, "_g_exit", ()))]), func)]
 
 
 _GUARD_GLOBALS = {

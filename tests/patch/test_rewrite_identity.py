@@ -60,3 +60,77 @@ def test_a_bound_builtin_type_name_keeps_its_stand_in():
     assert "_g_t_str" not in bound and "_g_t_int" not in bound  # one name unreal: the tuple stays as written
     shadowed = ast.dump(_check_and_rewrite("def hook(ctx, nb):\n    isinstance = len\n    return str(ctx)\n", ""))
     assert "_g_str" not in shadowed
+
+
+# Every kind of syntax the parser makes (allowed or not): the pass must see all of its children.
+_ALL_SYNTAX = '''
+import os, sys as system
+from a.b import c as d
+async def f(x, /, y=1, *args, z, w=2, **kw) -> int:
+    global g
+    async with a as (b, c), d:
+        async for i in j:
+            await k
+    try:
+        pass
+    except* ValueError as e:
+        raise e from None
+def h():
+    nonlocal q
+    yield 1
+    yield from r
+    lambda a, *b: (c := a)
+    del x[1:2:3], y.z
+    assert x, "m"
+    match p:
+        case [1, *rest] | {"k": v, **kw} if v > 0:
+            pass
+        case Point(x=0, y=_) | None | str() as s:
+            pass
+    with open(f) as fh:
+        x: int = 1
+        x += 2; x @= y; x |= ~z; x = not y
+    while x:
+        break
+    else:
+        continue
+    for (i, j) in k:
+        print(f"{i!r:>{j}}", {**a, 1: 2}, {1, 2}, [x for x in y if x for z in x], {a: b for a in c}, {a for a in b},
+              (x for x in y), a if b else c, a < b <= c is not d, *e)
+class C(B, metaclass=M):
+    @deco
+    def m(self): return self[1, 2]
+'''
+
+
+def test_the_pass_visits_every_child_of_every_node_the_parser_makes():
+    # `_field_shapes` reads each field's shape from the ASDL signature of its type: a field it
+    # skipped or took for a single node would hide nodes from the checks.
+    from hr1_jax.patch.sandbox import _field_shapes
+    for source in [_ALL_SYNTAX] + [code for code, _ in _hooks()]:
+        for node in ast.walk(ast.parse(source)):
+            singles, lists, ops = _field_shapes(type(node))
+            assert not set(singles) & set(lists), type(node)  # no field of unknown shape
+            op_fields = 0
+            for field, value in ast.iter_fields(node):
+                if field == "ctx":
+                    continue
+                if isinstance(value, ast.AST):
+                    if value._fields:
+                        assert field in singles, (type(node), field)
+                    else:
+                        op_fields += field not in singles
+                elif isinstance(value, list) and any(isinstance(v, ast.AST) for v in value):
+                    assert field in lists, (type(node), field)
+            assert op_fields == ops, type(node)
+
+
+def test_the_pass_counts_nodes_as_ast_walk():
+    # The node cap is the reference's ast.walk count, module and ctx markers included.
+    from hr1_jax.patch.sandbox import _Pass, _parse
+    for code, _ in _hooks():
+        tree, funcs = _parse(code)
+        expected = len(list(ast.walk(tree)))
+        checker = _Pass(funcs, None, set())
+        assert checker.run()
+        assert checker.count == expected
