@@ -13,6 +13,7 @@ This module also holds the read-only ctx containers (`FrozenDict`, `FrozenList`)
 """
 from __future__ import annotations
 
+import contextvars
 import copy
 import difflib
 import itertools
@@ -20,7 +21,6 @@ import math
 import os
 import re
 import string
-import threading
 import time
 import types
 from re import _parser as _sre_parser
@@ -78,7 +78,7 @@ rss_bytes = _Rss.read
 
 
 class CallBudget:
-    """Per-call budget; the runner installs one per hook call in `_TLS.budget`.
+    """Per-call budget; the runner installs one per hook call (`set_budget`).
 
     `lines_left` counts statements executed by hook code (ticks inserted by the sandbox's
     rewrite), `alloc_left` large allocations and C-level work charged by the guards: both are
@@ -104,20 +104,16 @@ class CallBudget:
         self.depth = 0
 
 
-class _BudgetLocal(threading.local):
-    budget: CallBudget | None = None  # class default: reading it never raises (ticks are hot)
-
-
-_TLS = _BudgetLocal()
-
-
-def current_budget() -> CallBudget | None:
-    return _TLS.budget
+# The current call's budget, per thread (a thread starts in an empty context, so it sees none
+# of another thread's budget). Every tick reads it: a ContextVar's get costs a third of a
+# threading.local attribute read (~25 vs ~75 ns).
+_BUDGET: contextvars.ContextVar = contextvars.ContextVar("hr1_hook_budget", default=None)
+current_budget = _BUDGET.get
 
 
 def set_budget(budget: CallBudget | None) -> CallBudget | None:
-    prev = _TLS.budget
-    _TLS.budget = budget
+    prev = current_budget()
+    _BUDGET.set(budget)
     return prev
 
 
@@ -130,7 +126,7 @@ def _charge(n: int, what: str) -> None:
 
 def charge_work(n: int, what: str) -> None:
     """Charge `n` units of C-level work or allocation to the current call (deterministic)."""
-    b = _TLS.budget
+    b = current_budget()
     if b is not None:
         b.alloc_left -= n
         if b.alloc_left < 0:
@@ -162,7 +158,7 @@ def _checkpoint(b: CallBudget) -> None:
 
 
 def g_tick(n: int) -> None:
-    b = _TLS.budget
+    b = current_budget()
     if b is not None:
         b.lines_left -= n
         if b.lines_left < b.next_check:
@@ -171,7 +167,7 @@ def g_tick(n: int) -> None:
 
 def g_enter(n: int) -> None:
     """Entry of a hook function: its first tick, and one call level more."""
-    b = _TLS.budget
+    b = current_budget()
     if b is not None:
         b.depth += 1
         b.lines_left -= n
@@ -182,14 +178,14 @@ def g_enter(n: int) -> None:
 
 
 def g_exit() -> None:
-    b = _TLS.budget
+    b = current_budget()
     if b is not None:
         b.depth -= 1
 
 
 def g_iter(iterable):
     """A comprehension's iterable: one statement tick per item drawn."""
-    b = _TLS.budget  # hook objects cannot outlive their call (nb holds plain data only)
+    b = current_budget()  # hook objects cannot outlive their call (nb holds plain data only)
     if b is None:
         yield from iterable
         return
@@ -780,7 +776,7 @@ def _check_subject(s) -> None:
 
 def _timeout() -> float:
     """The regex matcher's own timeout: what is left of the call's wall-clock safety net."""
-    b = _TLS.budget
+    b = current_budget()
     if b is None or b.deadline == math.inf:
         return DEFAULT_RE_TIMEOUT
     return max(0.001, b.deadline - time.perf_counter())

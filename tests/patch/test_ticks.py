@@ -1,8 +1,10 @@
 """The counted budgets of the first wall after the single-pass rewrite: exact statement counts,
 call depth only where recursion is possible, `isinstance` on the real types, the nesting cap."""
+import threading
+
 import pytest
 
-from hr1_jax.patch import HookCompileError, compile_hook
+from hr1_jax.patch import HookCompileError, compile_hook, guards
 from hr1_jax.patch.runner import call_hook
 
 
@@ -87,3 +89,18 @@ def test_str_calls_keep_the_size_check():
     assert _run(_src("return {'message': str(12) + str('ab') + str(None)}")).result == {"message": "12abNone"}
     big = _run(_src("x = [0] * 300000\nreturn {'message': str(x)[:5]}"), line_budget=10**6)
     assert big.status == "memory" and "str()" in big.error, big
+
+
+def test_a_budget_is_seen_only_by_the_thread_that_set_it():
+    # The ticks read the call's budget from a ContextVar: a new thread starts without it.
+    budget = guards.CallBudget(line_budget=10)
+    prev = guards.set_budget(budget)
+    try:
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(guards.current_budget()))
+        thread.start()
+        thread.join()
+        assert seen == [None] and guards.current_budget() is budget
+    finally:
+        guards.set_budget(prev)
+    assert guards.current_budget() is prev
