@@ -114,6 +114,18 @@ def test_nb_non_data_and_size_guard_drop_only_offending_keys():
     assert nb == {"prior": "state", "ok": [1, 2]}
 
 
+def test_nb_size_is_counted_alike_flat_and_nested():
+    # A flat nb of scalars takes a shortcut in inspect_nb: same units as the general walk.
+    from hr1_jax.patch.guards import inspect_nb
+    flat = {"ab": "xyz", "n": 5, "f": 1.5, "none": None, "t": True}
+    size = 4 + 8 * 5 + (2 + 3) + (1 + 4) + (1 + 4) + (4 + 4) + (1 + 4)
+    assert inspect_nb(flat, size) == "" and inspect_nb(flat, size - 1) == f"nb grew beyond {size - 1} units"
+    nested = {"k": flat}  # the general walk: one more dict slot and its key
+    assert inspect_nb(nested, size + 13) == "" and inspect_nb(nested, size + 12) != ""
+    assert inspect_nb({}, 4) == "" and inspect_nb({}, 3) != ""
+    assert "non-data" in inspect_nb({"g": (x for x in ())}, 1000) and "non-data" in inspect_nb({1j: 1}, 1000)
+
+
 def test_allowed_modules_work():
     fn = hook("m = re.search('(\\\\d+) ounce', ctx.observation)\n"
               "r = SequenceMatcher(None, 'gray coat', 'grey coat').ratio()\n"
