@@ -8,7 +8,7 @@ import os
 
 from envs import registry
 from hr1_jax.rollout.identity import batch_identity
-from hr1_jax.rollout.pool import INFRA_ERROR, JobSpec, WorkerPool, worker_shares
+from hr1_jax.rollout.pool import INFRA_ERROR, JobHandle, JobSpec, WorkerPool, worker_shares
 from hr1_jax.runtime.episode import EpisodeResult
 from hr1_jax.utils.jsonsafe import write_json, write_jsonl
 
@@ -16,8 +16,19 @@ from hr1_jax.utils.jsonsafe import write_json, write_jsonl
 def run_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
               seed: int, patch: dict | None = None, on_result=None, fields=None) -> list[dict]:
     """One job per worker share of the tasks; results (only `fields` of each: JobSpec) sorted by task id."""
-    handles = [pool.submit(JobSpec(benchmark, split, share, patch, target, seed, fields))
-               for share in worker_shares(task_ids, pool.num_workers)]
+    return gather_batch(submit_batch(pool, benchmark, split, task_ids, target=target, seed=seed, patch=patch,
+                                     fields=fields), on_result)
+
+
+def submit_batch(pool: WorkerPool, benchmark: str, split: str, task_ids: list[int], *, target: dict,
+                 seed: int, patch: dict | None = None, fields=None) -> list[JobHandle]:
+    """`run_batch`'s jobs, submitted and not waited for (a caller can start several batches at once)."""
+    return [pool.submit(JobSpec(benchmark, split, share, patch, target, seed, fields))
+            for share in worker_shares(task_ids, pool.num_workers)]
+
+
+def gather_batch(handles: list[JobHandle], on_result=None) -> list[dict]:
+    """The results of `submit_batch`'s jobs, sorted by task id (streamed to `on_result` as they finish)."""
     out = []
     for h in handles:   # streamed only for on_result: collect() wakes this thread once per job
         for ep in (h.results() if on_result is not None else h.collect()):

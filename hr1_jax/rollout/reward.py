@@ -19,7 +19,7 @@ processes) evaluate each key once, so identical patches in a GRPO group cost one
 """
 from __future__ import annotations
 
-import concurrent.futures
+import collections
 import dataclasses
 import fcntl
 import json
@@ -29,7 +29,7 @@ import time
 
 from envs.base import canonical_sha256
 from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
-from hr1_jax.rollout.batches import run_batch
+from hr1_jax.rollout.batches import gather_batch, submit_batch
 from hr1_jax.rollout.pool import INFRA_ERROR, WorkerPool
 from hr1_jax.utils.jsonsafe import json_safe, safe_str, write_json
 from hr1_jax.utils.logging import log_event
@@ -97,7 +97,6 @@ class RewardContext:
         self._pool, self._own_pool = pool, pool is None
         self.counters = {"evaluations": 0, "cache_hits": 0, "eval_failed": 0, "invalid": 0, "deduped": 0}
         self._counter_lock = threading.Lock()
-        self._executors: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 
     def count(self, key: str, n: int = 1) -> None:
         with self._counter_lock:
@@ -110,20 +109,7 @@ class RewardContext:
             self._pool = make_pool(self.config)
         return self._pool
 
-    def executor(self, threads: int) -> concurrent.futures.ThreadPoolExecutor:
-        """The rerun threads, kept across groups: starting 8 threads per group cost the parent CPU
-        and latency (each start waits for the new thread to run) beside the workers."""
-        with self._counter_lock:
-            if threads not in self._executors:
-                self._executors[threads] = concurrent.futures.ThreadPoolExecutor(
-                    threads, thread_name_prefix="hr1-reward")
-            return self._executors[threads]
-
     def close(self) -> None:
-        with self._counter_lock:
-            executors, self._executors = list(self._executors.values()), {}
-        for ex in executors:
-            ex.shutdown(wait=True)
         if self._own_pool and self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -210,22 +196,28 @@ class _KeyLock:
     def __init__(self, path: str, timeout_s: float):
         self.path, self.timeout_s, self.fd = path, timeout_s, None
 
-    def __enter__(self):
+    def acquire(self, wait: bool) -> bool:
+        """True once held; False at once when another caller holds it and not `wait`;
+        TimeoutError when it stays held past `timeout_s`."""
         self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
+                return True
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if not wait or time.monotonic() > deadline:
                     os.close(self.fd)
+                    self.fd = None
+                    if not wait:
+                        return False
                     raise TimeoutError(f"cache lock {self.path} held longer than {self.timeout_s}s") from None
                 time.sleep(0.05)
 
-    def __exit__(self, *exc):
+    def release(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+        self.fd = None
 
 
 def _read_cache(path: str) -> RewardResult | None:
@@ -259,16 +251,26 @@ def target_tokens(episodes: list[dict]) -> int:
     return sum(int(((ep.get("agent") or {}).get("usage") or {}).get("total_tokens", 0)) for ep in episodes)
 
 
-def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardResult:
+@dataclasses.dataclass
+class _Rerun:
+    """A rerun in flight: its jobs are with the pool and the key's lock is held until it is stored."""
+    patch: dict
+    meta: dict
+    key: str
+    folder: str
+    lock: _KeyLock
+    handles: list
+    t0: float
+
+
+def _evaluate(run: _Rerun, episodes: list[dict], ctx: RewardContext) -> RewardResult:
+    patch, meta, key = run.patch, run.meta, run.key
     metric = ctx.config.rollout.reward_metric
-    t0 = time.monotonic()
-    episodes = run_batch(ctx.pool, meta["benchmark"], meta["split"], [int(t) for t in meta["task_ids"]],
-                         target=ctx.target, seed=int(meta["seed"]), patch=patch, fields=RERUN_FIELDS)
     failed = [ep for ep in episodes if ep["status"] == INFRA_ERROR]
     if failed:
         reason = "; ".join(f"task {ep['task_id']}: {str(ep.get('error'))[:200]}" for ep in failed[:3])
         return _eval_failed(meta, key, safe_str(f"{len(failed)}/{len(episodes)} tasks failed: {reason}"), ctx,
-                            eval_s=round(time.monotonic() - t0, 3))
+                            eval_s=round(time.monotonic() - run.t0, 3))
     assert_rerun_matches(meta["identity"], episodes)
     tau = float(meta["reward_threshold"])
     base = {str(k): float(v) for k, v in meta["baseline_rewards"].items()}
@@ -289,48 +291,76 @@ def _evaluate(patch: dict, meta: dict, ctx: RewardContext, key: str) -> RewardRe
         patch_hooks=[a.get("hook") for a in patch.get("actions", [])], hook_effects=hook_effects(episodes),
         target_tokens=target_tokens(episodes),
         cache_key=key,
-        eval_s=round(time.monotonic() - t0, 3))
+        eval_s=round(time.monotonic() - run.t0, 3))
 
 
-def _rerun(patch: dict, meta: dict, key: str, folder: str, ctx: RewardContext) -> RewardResult:
-    """Evaluate (the caller holds the key's lock); only an ok result is cached."""
-    ctx.count("evaluations", 1)
-    result = _evaluate(patch, meta, ctx, key)
-    if result.eval_status == OK:
-        write_json(os.path.join(folder, "patch.json"), patch)
-        write_json(os.path.join(folder, "reward.json"), result.to_dict())
-    else:
-        ctx.count("eval_failed", 1)
-        log_event("reward", "eval_failed", key=key, reason=result.reason)
-    return result
-
-
-def _cached_or_rerun(patch: dict, meta: dict, key: str, ctx: RewardContext) -> RewardResult:
-    folder = os.path.join(ctx.cache_dir, meta["identity"]["batch_sha256"][:16], key)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "reward.json")
-    cached = _read_cache(path)
-    if cached is None:
-        with _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s)):
-            cached = _read_cache(path)  # another caller may have finished while we waited
-            if cached is None:
-                return _rerun(patch, meta, key, folder, ctx)
+def _hit(cached: RewardResult, ctx: RewardContext) -> RewardResult:
     ctx.count("cache_hits", 1)
     cached.cache_hit = True
     return cached
 
 
-def _score_keyed(patch: dict, meta: dict, key: str, ctx: RewardContext) -> RewardResult:
-    """Cache -> lock -> rerun -> cache; any crash on the way is this sample's eval_failed."""
+def _begin(patch: dict, meta: dict, key: str, ctx: RewardContext, wait: bool) -> "RewardResult | _Rerun | None":
+    """The cached result, or the rerun started under the key's lock; None (only when not `wait`)
+    while another caller holds the lock."""
+    folder = os.path.join(ctx.cache_dir, meta["identity"]["batch_sha256"][:16], key)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "reward.json")
+    cached = _read_cache(path)
+    if cached is not None:
+        return _hit(cached, ctx)
+    lock = _KeyLock(os.path.join(folder, "eval.lock"), float(ctx.config.rollout.cache_lock_timeout_s))
+    if not lock.acquire(wait):
+        return None
     try:
-        return _cached_or_rerun(patch, meta, key, ctx)
+        cached = _read_cache(path)  # another caller may have finished while we waited
+        if cached is not None:
+            lock.release()
+            return _hit(cached, ctx)
+        ctx.count("evaluations", 1)
+        handles = submit_batch(ctx.pool, meta["benchmark"], meta["split"], [int(t) for t in meta["task_ids"]],
+                               target=ctx.target, seed=int(meta["seed"]), patch=patch, fields=RERUN_FIELDS)
+    except BaseException:
+        if lock.fd is not None:
+            lock.release()
+        raise
+    return _Rerun(patch, meta, key, folder, lock, handles, time.monotonic())
+
+
+def _finish(run: _Rerun, ctx: RewardContext) -> RewardResult:
+    """Wait for the rerun's episodes, score them; only an ok result is cached; the lock is released."""
+    try:
+        result = _evaluate(run, gather_batch(run.handles), ctx)
+        if result.eval_status == OK:
+            write_json(os.path.join(run.folder, "patch.json"), run.patch)
+            write_json(os.path.join(run.folder, "reward.json"), result.to_dict())
+        else:
+            ctx.count("eval_failed", 1)
+            log_event("reward", "eval_failed", key=run.key, reason=result.reason)
+        return result
+    finally:
+        run.lock.release()
+
+
+def _contained(step, meta: dict, key: str, ctx: RewardContext):
+    """`step()`; any crash on the way (pool, lock time-out, cache files) is this sample's eval_failed."""
+    try:
+        return step()
     except IdentityError:
         raise  # the batch is not what its row claims: no sample status can make that right
-    except Exception as e:  # pool, lock time-out, cache files: this rerun's failure only
+    except Exception as e:
         reason = f"rerun failed: {_describe(e)}"
         ctx.count("eval_failed", 1)
         log_event("reward", "eval_failed", key=key, reason=reason)
         return _eval_failed(meta, key, reason, ctx)
+
+
+def _score_keyed(patch: dict, meta: dict, key: str, ctx: RewardContext) -> RewardResult:
+    """Cache -> lock (waited for) -> rerun -> cache."""
+    started = _contained(lambda: _begin(patch, meta, key, ctx, wait=True), meta, key, ctx)
+    if isinstance(started, _Rerun):
+        return _contained(lambda: _finish(started, ctx), meta, key, ctx)
+    return started
 
 
 def score_patch(patch: dict, row: dict, ctx: RewardContext) -> RewardResult:
@@ -407,8 +437,10 @@ def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
             checked[id(row.get("metadata"))] = _meta(row, ctx)
     metas = [checked[id(row.get("metadata"))] for row in rows]
     results: list[RewardResult | None] = [None] * len(rows)
-    futures: dict[str, concurrent.futures.Future] = {}
+    scored: dict[str, RewardResult] = {}
     slots: dict[str, list[int]] = {}
+    waiting: dict[str, tuple[dict, dict]] = {}    # keys another caller is evaluating
+    group = _InFlight(ctx, max(1, max_parallel or 4 * ctx.pool.num_workers), scored)
     prepared: dict = {}   # a GRPO group repeats texts: parse, compile and hash each distinct one once
     try:
         for i, (row, text, meta) in enumerate(zip(rows, responses, metas)):
@@ -421,15 +453,57 @@ def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
             if rejected is not None:
                 results[i] = rejected
                 continue
-            if key not in futures:  # rerun it now: validating the rest overlaps with the workers
-                ex = ctx.executor(max(1, max_parallel or 4 * ctx.pool.num_workers))
-                futures[key] = ex.submit(_score_keyed, patch, meta, key, ctx)
+            if key not in slots:  # start it now: validating the rest overlaps with the workers
+                group.make_room()
+                started = _contained(lambda: _begin(patch, meta, key, ctx, wait=False), meta, key, ctx)
+                if started is None:
+                    waiting[key] = (patch, meta)
+                elif isinstance(started, _Rerun):
+                    group.add(started)
+                else:
+                    scored[key] = started
             slots.setdefault(key, []).append(i)
-        ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
-        for key, fut in futures.items():
-            first = fut.result()
-            for n, i in enumerate(slots[key]):
-                results[i] = first if n == 0 else dataclasses.replace(first, cache_hit=first.eval_status == OK)
-    finally:  # never leave this group's reruns running behind an error
-        concurrent.futures.wait(futures.values())
+    finally:  # never leave this group's reruns running (or their locks held) behind an error
+        group.finish_all()
+    group.raise_error()
+    for key, (patch, meta) in waiting.items():   # after our own reruns: their locks are released
+        scored[key] = _score_keyed(patch, meta, key, ctx)
+    ctx.count("deduped", sum(len(v) - 1 for v in slots.values()))
+    for key, idx in slots.items():
+        first = scored[key]
+        for n, i in enumerate(idx):
+            results[i] = first if n == 0 else dataclasses.replace(first, cache_hit=first.eval_status == OK)
     return results
+
+
+class _InFlight:
+    """A group's reruns in flight on the pool (at most `limit`), finished oldest first in this thread:
+    no rerun threads, whose wake-ups and hand-offs were parent CPU beside the workers. The first
+    IdentityError is kept until every rerun is finished and its lock released."""
+
+    def __init__(self, ctx: RewardContext, limit: int, scored: dict):
+        self.ctx, self.limit, self.scored = ctx, limit, scored
+        self.runs: collections.deque[_Rerun] = collections.deque()
+        self.error: IdentityError | None = None
+
+    def make_room(self) -> None:
+        while len(self.runs) >= self.limit:
+            self._finish_oldest()
+
+    def add(self, run: _Rerun) -> None:
+        self.runs.append(run)
+
+    def _finish_oldest(self) -> None:
+        run = self.runs.popleft()
+        try:
+            self.scored[run.key] = _contained(lambda: _finish(run, self.ctx), run.meta, run.key, self.ctx)
+        except IdentityError as e:
+            self.error = self.error or e
+
+    def finish_all(self) -> None:
+        while self.runs:
+            self._finish_oldest()
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error

@@ -179,14 +179,14 @@ def test_a_crash_inside_compilation_is_an_invalid_sample(setup, monkeypatch):
 
 def test_a_crash_inside_the_rerun_is_an_eval_failed_sample(setup, monkeypatch):
     import hr1_jax.rollout.reward as reward
-    real = reward.run_batch
+    real = reward.submit_batch
 
-    def run_or_crash(*args, patch, **kwargs):
+    def submit_or_crash(*args, patch, **kwargs):
         if patch["description"] == "crash":
             raise RuntimeError("worker pool broke")
         return real(*args, patch=patch, **kwargs)
 
-    monkeypatch.setattr(reward, "run_batch", run_or_crash)
+    monkeypatch.setattr(reward, "submit_batch", submit_or_crash)
     c, pool, row, cache = setup
     ctx = RewardContext(c, pool=pool, cache_dir=str(cache / "crash_rerun"))
     crashed, fine = score_group([row] * 2, [patch_response("crash"), patch_response()], ctx)
@@ -209,21 +209,36 @@ def test_cache_keys_of_encodable_patches_are_unchanged_by_sanitising(setup):
     assert status == "ok" and cache_key(patch, meta, ctx) == raw[:32]
 
 
-def test_a_context_keeps_its_rerun_threads_across_groups_and_stops_them_on_close(setup, tmp_path):
+class RecordingPool:
+    """The real pool, with the order of job submissions and result waits written down."""
+
+    def __init__(self, pool):
+        self.pool, self.num_workers, self.events = pool, pool.num_workers, []
+
+    def submit(self, spec):
+        handle, events = self.pool.submit(spec), self.events
+        events.append(("submit", spec.patch["description"]))
+
+        class Recorded:
+            def collect(self, timeout_s=None):
+                events.append(("collect", spec.patch["description"]))
+                return handle.collect(timeout_s)
+        return Recorded()
+
+
+def test_a_groups_reruns_are_all_in_flight_before_the_first_is_waited_for_in_the_callers_thread(setup, tmp_path):
     c, pool, row, _ = setup
-    texts = [response(f"Hint number {i}: inspect the schema first.") for i in range(3)]
-
-    def rerun_threads():
-        return {t for t in threading.enumerate() if t.name.startswith("hr1-reward")}
-
-    before = rerun_threads()
-    ctx = RewardContext(c, pool=pool, cache_dir=str(tmp_path / "a"))
-    first = score_group([row] * 3, texts, ctx)
-    threads = rerun_threads() - before
-    ctx.cache_dir = str(tmp_path / "b")   # fresh cache: the second group reruns too
-    second = score_group([row] * 3, texts, ctx)
-    assert threads and all(t.is_alive() for t in threads)   # kept after their group ended
-    threads = rerun_threads() - before
-    assert [r.score for r in first] == [r.score for r in second] and ctx.counters["evaluations"] == 6
-    ctx.close()
-    assert not any(t.is_alive() for t in threads)
+    texts = [patch_response(f"hint {i}") for i in range(3)] + [patch_response("hint 0")]
+    recording = RecordingPool(pool)
+    threads = threading.active_count()
+    results = score_group([row] * 4, texts, RewardContext(c, pool=recording, cache_dir=str(tmp_path / "a")))
+    kinds = [kind for kind, _ in recording.events]
+    assert kinds == ["submit"] * 6 + ["collect"] * 6   # 3 distinct patches, one job per worker share
+    assert [d for _, d in recording.events[:6:2]] == ["hint 0", "hint 1", "hint 2"]
+    assert threading.active_count() == threads and all(r.eval_status == "ok" for r in results)
+    # Bounded: with at most one rerun in flight, each is waited for before the next is submitted.
+    recording.events.clear()
+    score_group([row] * 4, texts, RewardContext(c, pool=recording, cache_dir=str(tmp_path / "b")), max_parallel=1)
+    assert [kind for kind, _ in recording.events] == ["submit", "submit", "collect", "collect"] * 3
+    fresh = score_group([row] * 4, texts, RewardContext(c, pool=pool, cache_dir=str(tmp_path / "c")))
+    assert [r.score for r in fresh] == [r.score for r in results]
