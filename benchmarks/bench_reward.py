@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hr1_jax.config import base_config, validate_config  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
-from hr1_jax.rollout.pool import JobSpec, WorkerPool  # noqa: E402
+from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares  # noqa: E402
 from hr1_jax.rollout.reward import RewardContext, score_group, score_response  # noqa: E402
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
@@ -106,16 +106,38 @@ class CpuCeiling:
             ex.shutdown()
 
 
+def _tree_cpu_s(pids: list[int]) -> float:
+    """On-CPU seconds so far of these processes and their descendants (hook processes), all
+    threads, from /proc/<pid>/task/*/schedstat (ns; 0 where /proc does not offer it)."""
+    total, todo = 0.0, list(pids)
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e9
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(k) for k in f.read().split()]
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
 def _cold_group(pool, c, rows, texts, folder):
     ctx = RewardContext(c, pool=pool, cache_dir=folder)
-    t, cpu = time.perf_counter(), time.process_time()
+    pids = pool.worker_pids()
+    t, cpu, wcpu = time.perf_counter(), time.process_time(), _tree_cpu_s(pids)
     results = score_group(rows, texts, ctx)
-    cold, cpu = time.perf_counter() - t, time.process_time() - cpu
+    cold, cpu, wcpu = time.perf_counter() - t, time.process_time() - cpu, _tree_cpu_s(pids) - wcpu
     t = time.perf_counter()
     score_group(rows, texts, ctx)
     warm = time.perf_counter() - t
     ctx.close()
-    return cold, cpu, warm, ctx.counters["evaluations"], [r.score for r in results if r.score is not None]
+    return cold, cpu, wcpu, warm, ctx.counters["evaluations"], [r.score for r in results if r.score is not None]
 
 
 def _no_dedupe(pool, c, row, texts, folder, n):
@@ -160,9 +182,11 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):   # interleaved: a load change hits every worker count alike
             for n in counts:
                 with tempfile.TemporaryDirectory() as d:
-                    cold, cpu, warm, evals, scores = _cold_group(pools[n], c, rows, texts, os.path.join(d, "shared"))
+                    cold, cpu, wcpu, warm, evals, scores = _cold_group(pools[n], c, rows, texts,
+                                                                       os.path.join(d, "shared"))
                     rec[n]["cold"].append(cold)
                     rec[n]["parent_cpu"].append(cpu)
+                    rec[n]["worker_cpu"].append(wcpu)
                     rec[n]["warm"].append(warm)
                     rec[n]["evals"], rec[n]["scores"] = evals, scores
                     rec[n]["nodedupe"].append(_no_dedupe(pools[n], c, row, texts, d, n))
@@ -184,6 +208,11 @@ def main(argv=None) -> int:
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
+    per_group = {n: med(rec[n]["worker_cpu"]) * 1000 for n in counts}
+    jobs = {n: max(1, rec[n]["evals"] * len(worker_shares(list(range(10)), n))) for n in counts}
+    print("worker_cpu_ms: the workers' and their hook processes' CPU over the cold group (per job: over evals x "
+          "worker shares): " + ", ".join(f"{n} worker{'s' * (n > 1)} {per_group[n]:.1f} ({per_group[n] / jobs[n]:.1f} "
+                                         "per job)" for n in counts))
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -302,8 +302,15 @@ class WorkerPool:
             if self._closed:
                 raise RuntimeError("pool is closed")
             self._pending.append(_Job(handle, list(spec.task_ids)))
-        self._wake()
+            wake = self._has_free_slot()
+        if wake:   # else the worker message that frees a slot starts the round that assigns it
+            self._wake()
         return handle
+
+    def _has_free_slot(self) -> bool:
+        """Whether a worker could take a job now (lock held): only then is waking the dispatcher
+        worth its CPU beside the workers."""
+        return any(w.job is None or (self.queue_behind and w.queued is None) for w in self._workers)
 
     def _wake(self) -> None:
         try:

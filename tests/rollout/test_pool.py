@@ -160,3 +160,20 @@ def test_a_job_with_fields_gets_only_those_keys_and_the_pools():
     for (_, _, a), (_, _, b) in zip(full, slim):
         assert set(b) == {*POOL_FIELDS, "reward", "identity"} and "trajectory" in a
         assert all(b[k] == a[k] for k in b)
+
+
+def test_submit_wakes_the_dispatcher_only_when_a_worker_has_a_free_slot(monkeypatch):
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")   # the first job lasts over a second
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0) as pool:
+        wakes, real = [], pool._wake
+        pool._wake = lambda: (wakes.append(1), real())
+        first = [pool.submit(spec(range(8))), pool.submit(spec([8]))]
+        deadline = time.monotonic() + 60
+        while pool._workers[0].queued is None and time.monotonic() < deadline:  # job + one queued behind it
+            time.sleep(0.01)
+        assert wakes and pool._workers[0].queued is not None
+        woken = len(wakes)
+        rest = [pool.submit(spec([t])) for t in range(9, 12)]   # no free slot: no wake-up
+        assert len(wakes) == woken
+        results = [r for h in first + rest for r in h.collect(timeout_s=60)]
+    assert sorted(r["task_id"] for r in results) == list(range(12)) and all(r["reward"] == 1.0 for r in results)
