@@ -900,6 +900,7 @@ _DICTS.add(FrozenDict)
 
 
 _SHARED_SCALARS = frozenset({str, int, float, bool, type(None)})
+_dict_set = dict.__setitem__  # past FrozenDict's read-only __setitem__, while it is built
 
 
 def freeze(value):
@@ -909,10 +910,11 @@ def freeze(value):
     t = type(value)
     scalars = _SHARED_SCALARS
     if t is dict:  # the common containers first, by exact type (a loop: no comprehension frame)
-        out = {}
+        out = FrozenDict(value)  # copied in C; only the containers among the values replaced
         for k, v in value.items():
-            out[k] = v if type(v) in scalars else freeze(v)
-        return FrozenDict(out)
+            if type(v) not in scalars:
+                _dict_set(out, k, freeze(v))
+        return out
     if t is list:  # all-scalar lists (most of them) copied in C
         if scalars.issuperset(map(type, value)):
             return FrozenList(value)

@@ -88,6 +88,8 @@ def _invoke(fn, fctx, nb, time_budget_s: float, line_budget: int):
 
 def _scrub_nb(nb: dict) -> str:
     """Drop nb entries that are not plain bounded data; returns the reason ('' if nb is fine)."""
+    if not nb:
+        return ""  # an empty dict is plain data, far below the limit (most calls write nothing)
     why = guards.inspect_nb(nb, NB_SIZE_LIMIT)
     if not why:
         return ""
