@@ -242,3 +242,30 @@ def test_a_groups_reruns_are_all_in_flight_before_the_first_is_waited_for_in_the
     assert [kind for kind, _ in recording.events] == ["submit", "submit", "collect", "collect"] * 3
     fresh = score_group([row] * 4, texts, RewardContext(c, pool=pool, cache_dir=str(tmp_path / "c")))
     assert [r.score for r in fresh] == [r.score for r in results]
+
+
+def test_a_key_another_caller_holds_waits_without_holding_up_the_groups_own_reruns(setup, tmp_path):
+    import fcntl
+    import time
+    from hr1_jax.rollout.reward import _meta, cache_key, prepare_patch
+    c, pool, row, _ = setup
+    ctx = RewardContext(c, pool=pool, cache_dir=str(tmp_path))
+    meta = _meta(row, ctx)
+    texts = [patch_response("held elsewhere"), patch_response("ours")]
+    held, ours = (os.path.join(str(tmp_path), meta["identity"]["batch_sha256"][:16],
+                               cache_key(prepare_patch(t, "dbbench", c)[0], meta, ctx)) for t in texts)
+    os.makedirs(held)
+    fd = os.open(os.path.join(held, "eval.lock"), os.O_CREAT | os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)   # another caller is evaluating the first patch
+    out = []
+    worker = threading.Thread(target=lambda: out.extend(score_group([row] * 2, texts, ctx)))
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(ours, "reward.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.path.exists(os.path.join(ours, "reward.json")) and worker.is_alive()   # ours ran; the held one waits
+    fcntl.flock(fd, fcntl.LOCK_UN)   # released without a result (a failed evaluation): the waiter reruns it
+    os.close(fd)
+    worker.join(120)
+    assert [r.eval_status for r in out] == ["ok", "ok"] and ctx.counters["evaluations"] == 2
+    assert os.path.exists(os.path.join(held, "reward.json"))
