@@ -510,6 +510,8 @@ class WorkerPool:
         """Give pending jobs to idle workers (lock held); False once closed and drained."""
         if self._closed and not self._pending and all(w.job is None for w in self._workers):
             return False
+        if not self._pending:   # most rounds (one per worker message): skip the slot scan
+            return True
         for w in list(self._workers):
             for slot in ("job", "queued") if self.queue_behind else ("job",):
                 if getattr(w, slot) is not None or not self._pending or (slot == "queued" and w.job is None):
