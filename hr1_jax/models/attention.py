@@ -21,9 +21,6 @@ _MASKED = -1e30
 # unless the attention chunk is smaller (the graph is unrolled per block).
 CAUSAL_BLOCK = 64
 CAUSAL_MAX_BLOCKS = 16
-# A decode/prefill call attends only the cache prefix holding written slots, rounded up to one of
-# at most this many static lengths (one compiled branch each, so recompiles stay bounded).
-CACHE_BUCKETS = 8
 
 
 def _rows(q, kvh: int):
@@ -92,40 +89,87 @@ def causal_attention(q, k, v, kv_valid, chunk: int):
     return _unrows(jnp.concatenate(outs, axis=2), t)
 
 
-def cache_lengths(max_len: int) -> tuple[int, ...]:
-    """The static prefix lengths a cache of `max_len` slots is attended at (multiples of 8)."""
-    step = -(-max_len // (8 * CACHE_BUCKETS)) * 8
-    return tuple(sorted({min(max_len, step * (i + 1)) for i in range(CACHE_BUCKETS)}))
+def _attend_segments(qr, ks, vs, row_slots, kv_valid):
+    """`_attend` over a cache held in segments (ks [B,KV,D,L_i] d-major, vs [B,KV,L_i,D]), each
+    read in place: one scores matmul and one value matmul per segment, one softmax over all."""
+    d = qr.shape[-1]
+    scores = jnp.concatenate([jnp.einsum("bkrd,bkdl->bkrl", qr, k, preferred_element_type=jnp.float32)
+                              for k in ks], axis=-1) * (d ** -0.5)
+    mask = (jnp.arange(scores.shape[-1])[None, :] <= row_slots[:, None])[None] & kv_valid[:, None, :]
+    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, _MASKED), axis=-1).astype(vs[0].dtype)
+    out, lo = None, 0
+    for v in vs:
+        part = jnp.einsum("bkrl,bkld->bkrd", probs[..., lo:lo + v.shape[2]], v)
+        out, lo = part if out is None else out + part, lo + v.shape[2]
+    return out
 
 
-def cached_attention(q, k, v, q_slots, kv_valid, filled, q_chunk: int):
-    """Attention of this call's queries over a head-major cache k, v [B,KV,S,D], reading (and
-    casting to q's dtype) only the shortest `cache_lengths` prefix that covers the `filled` (traced)
-    written slots."""
-    lengths = cache_lengths(k.shape[2])
+def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
+    """Attention of this call's queries over a segmented cache (`cache.segment_bounds`; ks, vs
+    per segment as `KVCache` holds them), reading (and casting to q's dtype) only the segments
+    that hold the `filled` (traced) written slots. A one-token step reads them in place; longer
+    calls (prefill) attend their concatenation in query blocks of `q_chunk`."""
+    ends = [lo + v.shape[-2] for lo, v in zip(_starts(vs), vs)]
+    t, kvh = q.shape[1], vs[0].shape[1]
 
-    def over(n):
-        return lambda: chunked_dot_attention(q, k[:, :, :n].astype(q.dtype), v[:, :, :n].astype(q.dtype), q_slots,
-                                             kv_valid[:, :n], q_chunk)
+    def over(j):
+        def attend():
+            k_seg = [k.astype(q.dtype) for k in ks[:j + 1]]
+            v_seg = [v.astype(q.dtype) for v in vs[:j + 1]]
+            valid = kv_valid[:, :ends[j]]
+            if t == 1:
+                g = q.shape[2] // kvh
+                return _unrows(_attend_segments(_rows(q, kvh), k_seg, v_seg, jnp.repeat(q_slots, g), valid), t)
+            k = jnp.concatenate(k_seg, axis=3).swapaxes(2, 3)
+            return chunked_dot_attention(q, k, jnp.concatenate(v_seg, axis=2), q_slots, valid, q_chunk)
+        return attend
 
-    if len(lengths) == 1:
-        return over(lengths[0])()
-    which = jnp.searchsorted(jnp.asarray(lengths), filled)
-    return jax.lax.switch(jnp.minimum(which, len(lengths) - 1), [over(n) for n in lengths])
+    if len(ends) == 1:
+        return over(0)()
+    which = jnp.searchsorted(jnp.asarray(ends), filled)
+    return jax.lax.switch(jnp.minimum(which, len(ends) - 1), [over(j) for j in range(len(ends))])
+
+
+def _starts(segments) -> list[int]:
+    """First slot of each value segment ([.., L, D], stacked or not)."""
+    starts, lo = [], 0
+    for v in segments:
+        starts.append(lo)
+        lo += v.shape[-2]
+    return starts
+
+
+def _write_segment(seg, new, at, axis: int, group):
+    """`seg` (a segment [.., L, ..], `axis` = its slot axis; with `group`, stacked [G, ..]) with
+    new [.., T, ..] written from its slot `at` (traced; the slots outside the segment dropped).
+    One token writes one slot in place (the old value back where `at` is outside); longer calls
+    rebuild the segment."""
+    t, n = new.shape[axis], seg.shape[axis + (group is not None)]
+    layer = seg if group is None else seg[group]
+    if t == 1:
+        pos = jnp.clip(at, 0, n - 1)
+        start = [0] * layer.ndim
+        start[axis] = pos
+        old = jax.lax.dynamic_slice(layer, start, new.shape)
+        val = jnp.where((at >= 0) & (at < n), new, old)
+        return jax.lax.dynamic_update_slice(seg, val if group is None else val[None], start if group is None else [group] + start)
+    src = jnp.arange(n) - at
+    shape = [1] * layer.ndim
+    shape[axis] = n
+    keep = ((src < 0) | (src >= t)).reshape(shape)
+    rebuilt = jnp.where(keep, layer, jnp.take(new, jnp.clip(src, 0, t - 1), axis=axis))
+    return rebuilt if group is None else jax.lax.dynamic_update_index_in_dim(seg, rebuilt, group, 0)
 
 
 def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
-    """Write this call's keys/values [B,T,KV,D] at slot `index` of the head-major cache
-    [B,KV,S,D]; with `group`, into that layer's slice of a cache stacked over layer groups
-    [G,B,KV,S,D]. Only the new slots are written, so a decode step updates the (carried) cache in
-    place instead of copying a layer's whole buffer."""
-    start = (0, 0, index, 0) if group is None else (group, 0, 0, index, 0)
-
-    def write(buf, new):
-        new = new.astype(buf.dtype).swapaxes(1, 2)
-        return jax.lax.dynamic_update_slice(buf, new if group is None else new[None], start)
-
-    return KVCache(k=write(cache.k, k), v=write(cache.v, v))
+    """Write this call's keys/values [B,T,KV,D] at slot `index` of the segmented cache; with
+    `group`, into that layer's slice of segments stacked over layer groups [G, ..]. A decode step
+    writes one slot per segment in place instead of copying a layer's buffers."""
+    starts = _starts(cache.v)
+    kt = k.astype(cache.k[0].dtype).transpose(0, 2, 3, 1)   # [B,KV,D,T]
+    vt = v.astype(cache.v[0].dtype).swapaxes(1, 2)          # [B,KV,T,D]
+    return KVCache(k=tuple(_write_segment(s, kt, index - lo, 3, group) for s, lo in zip(cache.k, starts)),
+                   v=tuple(_write_segment(s, vt, index - lo, 2, group) for s, lo in zip(cache.v, starts)))
 
 
 class Attention(nnx.Module):
@@ -160,7 +204,7 @@ class Attention(nnx.Module):
             out = causal_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), mask, self.q_chunk)
         else:
             cache = write_kv(cache, k, v, index, group)
-            k_all, v_all = (cache.k, cache.v) if group is None else (cache.k[group], cache.v[group])
+            k_all, v_all = (cache.k, cache.v) if group is None else ([x[group] for x in cache.k], [x[group] for x in cache.v])
             out = cached_attention(q, k_all, v_all, index + jnp.arange(t), mask, index + t, self.q_chunk)
         out = out.reshape(b, t, -1)
         if self.gated:

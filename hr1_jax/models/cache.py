@@ -1,5 +1,11 @@
 """Decode cache pytree: KV buffers for attention layers, conv + recurrent state for GDN layers.
 
+An attention layer's K/V slots are held in segments (`segment_bounds`: 64, 64, 128, 256, ... slots,
+each segment its own buffer), so a decode step attends only the segments holding written slots and
+reads each in place: a slice of one long buffer is copied before every matmul on XLA:CPU, which
+cost more than attending the whole buffer. Keys are stored d-major ([.., D, L]), so a step's
+scores are plain [rows, D] x [D, L] matmuls, as its value reads are.
+
 All rows share one write index (`index` slots written so far); left padding is tracked per slot in
 `kv_mask` so padded slots are never attended to, and `next_pos` holds each row's next RoPE position
 (real tokens only), so a left-padded row is positioned exactly like the same row unpadded.
@@ -12,10 +18,24 @@ import jax.numpy as jnp
 from flax import struct
 
 
+SEGMENT_MIN = 64  # slots in the first segment; each later one holds as many as all before it
+
+
+def segment_bounds(max_len: int) -> tuple[tuple[int, int], ...]:
+    """[start, end) slots of each KV segment of a `max_len`-slot cache: at most ~2x the written
+    slots are read per step, from log2(max_len / SEGMENT_MIN) + 1 segments at most."""
+    bounds, lo = [], 0
+    while lo < max_len:
+        hi = min(max_len, lo + max(SEGMENT_MIN, lo))
+        bounds.append((lo, hi))
+        lo = hi
+    return tuple(bounds)
+
+
 @struct.dataclass
 class KVCache:
-    k: jax.Array  # [B, KV, S, D]: head-major, as the decode step's attention reads it
-    v: jax.Array  # [B, KV, S, D]
+    k: tuple  # per segment [B, KV, D, L]: keys d-major, as the decode step's scores read them
+    v: tuple  # per segment [B, KV, L, D]
 
 
 @struct.dataclass
@@ -42,8 +62,10 @@ def init_cache(cfg, batch: int, max_len: int, dtype=jnp.bfloat16) -> Cache:
     layers = []
     for kind in cfg.layer_types:
         if kind == "full_attention":
-            shape = (batch, cfg.num_kv_heads, max_len, cfg.head_dim)
-            layers.append(KVCache(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype)))
+            kvh, d = cfg.num_kv_heads, cfg.head_dim
+            sizes = [hi - lo for lo, hi in segment_bounds(max_len)]
+            layers.append(KVCache(k=tuple(jnp.zeros((batch, kvh, d, n), dtype) for n in sizes),
+                                  v=tuple(jnp.zeros((batch, kvh, n, d), dtype) for n in sizes)))
         else:
             conv_dim = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
                 + cfg.linear_num_value_heads * cfg.linear_value_head_dim

@@ -1,5 +1,5 @@
 """The fast paths against their plain references: sort-free top-k/top-p and the two-pass argmax
-(identical masks and tokens), blocked causal attention and the bucketed cache attention (same values
+(identical masks and tokens), blocked causal attention and the segmented cache's attention and writes (same values
 and gradients as one full softmax), and the fused LM-head + CE (same loss and gradients as autodiff
 through `token_logprobs`)."""
 import functools
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from hr1_jax.models import attention
+from hr1_jax.models.cache import SEGMENT_MIN, KVCache, segment_bounds
 from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
-from hr1_jax.models.sampler import categorical, fast_argmax, process_logits
+from hr1_jax.models.sampler import categorical, fast_argmax, process_logits, token_logprob
 from tests.models.numerics import reorder_tol
 
 NEG = -1e30
@@ -106,24 +107,55 @@ def test_causal_attention_matches_one_full_softmax(t, chunk, monkeypatch):
         np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=reorder_tol(scale, t))
 
 
-def test_cache_lengths_cover_the_cache_in_a_few_buckets():
-    for s in (1, 9, 192, 577, 4096):
-        lengths = attention.cache_lengths(s)
-        assert lengths[-1] == s and len(lengths) <= attention.CACHE_BUCKETS
-        assert list(lengths) == sorted(set(lengths))
+def test_segments_tile_the_cache_doubling():
+    for s in (1, 9, 64, 65, 192, 577, 4096, 20480):
+        bounds = segment_bounds(s)
+        assert bounds[0][0] == 0 and bounds[-1][1] == s
+        assert all(prev[1] == nxt[0] for prev, nxt in zip(bounds, bounds[1:]))
+        assert all(hi - lo == max(SEGMENT_MIN, lo) for lo, hi in bounds[:-1])  # each as long as all before
+        assert len(bounds) <= max(1, int(np.ceil(np.log2(s / SEGMENT_MIN))) + 1)
 
 
-def test_bucketed_cache_attention_equals_attention_over_the_whole_cache():
-    b, s, h, kvh, d = 2, 100, 4, 2, 8
+def _segmented(k, v, s):
+    """k, v [B,KV,S,D] as `KVCache` segments (keys d-major)."""
+    return KVCache(k=tuple(k[:, :, lo:hi].swapaxes(2, 3) for lo, hi in segment_bounds(s)),
+                   v=tuple(v[:, :, lo:hi] for lo, hi in segment_bounds(s)))
+
+
+@pytest.mark.parametrize("t", [1, 5])
+def test_segmented_cache_attention_equals_attention_over_the_whole_cache(t):
+    b, s, h, kvh, d = 2, 300, 4, 2, 8   # segments 64, 64, 128, 44
     q, k, v = _qkv(b, s, h, kvh, d, seed=2)
+    cache = _segmented(k, v, s)
     kv_valid = jnp.arange(s)[None] >= jnp.array([[0], [3]])
-    bucketed = jax.jit(lambda slots, valid, f: attention.cached_attention(q[:, :1], k, v, slots, valid, f, 1024))
-    for filled in (4, 12, 13, 50, 99, 100):  # one query at the last written slot (row 1: >= 1 real key)
-        slots = jnp.array([filled - 1])
+    step = jax.jit(lambda slots, valid, f: attention.cached_attention(q[:, :t], cache.k, cache.v, slots, valid, f, 1024))
+    for filled in (5, 12, 64, 65, 129, 256, 257, 299, 300):  # queries at the last written slots
+        slots = jnp.arange(filled - t, filled)
         valid = kv_valid & (jnp.arange(s)[None] < filled)
-        ref = attention.dot_attention(q[:, :1], k, v, slots, valid)
-        np.testing.assert_allclose(np.asarray(bucketed(slots, valid, filled)), np.asarray(ref),
+        ref = attention.dot_attention(q[:, :t], k, v, slots, valid)
+        # a query that sees no real key (row 1's pads) averages whatever it reads: not compared
+        seen = np.asarray(jnp.any(valid[:, None, :] & (jnp.arange(s)[None, None] <= slots[None, :, None]), -1))
+        np.testing.assert_allclose(np.asarray(step(slots, valid, filled))[seen], np.asarray(ref)[seen],
                                    atol=reorder_tol(float(jnp.abs(v).max()), s))
+
+
+@pytest.mark.parametrize("t,index", [(1, 0), (1, 63), (1, 64), (1, 299), (7, 0), (7, 60), (7, 250), (300, 0)])
+def test_write_kv_writes_exactly_its_slots_into_the_segments(t, index):
+    b, s, kvh, d = 2, 300, 2, 4
+    _, k, v = _qkv(b, s, 2, kvh, d, seed=3)
+    cache = _segmented(k, v, s)
+    new_k, new_v = (jax.random.normal(jax.random.key(i), (b, t, kvh, d)) for i in (4, 5))
+    out = jax.jit(attention.write_kv)(cache, new_k, new_v, jnp.int32(index))
+    want_k = k.at[:, :, index:index + t].set(new_k.swapaxes(1, 2))
+    want_v = v.at[:, :, index:index + t].set(new_v.swapaxes(1, 2))
+    got_k = jnp.concatenate(out.k, axis=3).swapaxes(2, 3)
+    np.testing.assert_array_equal(np.asarray(got_k), np.asarray(want_k))
+    np.testing.assert_array_equal(np.asarray(jnp.concatenate(out.v, axis=2)), np.asarray(want_v))
+    stacked = jax.tree.map(lambda x: jnp.stack([x, x + 1]), cache)  # scanned layers: one group's slice only
+    out1 = jax.jit(attention.write_kv, static_argnums=())(stacked, new_k, new_v, jnp.int32(index), jnp.int32(1))
+    np.testing.assert_array_equal(np.asarray(jnp.concatenate(out1.v, axis=3)[1]), np.asarray(want_v + 0)
+                                  + np.asarray((jnp.arange(s) < index) | (jnp.arange(s) >= index + t))[:, None])
+    np.testing.assert_array_equal(np.asarray(jnp.concatenate(out1.v, axis=3)[0]), np.asarray(v))
 
 
 @pytest.mark.parametrize("chunk_tokens,valid", [(4096, None), (24, None), (24, 45), (7, 50)])
@@ -145,3 +177,14 @@ def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid):
     for a, r in zip(g, g_ref):  # dh, dw: sums of <= b*t*v terms bounded by the inputs' magnitudes
         scale = float(jnp.abs(h).max() + jnp.abs(w).max()) * b * t
         np.testing.assert_allclose(np.asarray(a), np.asarray(r), atol=reorder_tol(scale, v + b * t))
+
+
+def test_token_logprob_equals_the_gathered_log_softmax():
+    x = jax.random.normal(jax.random.key(7), (5, 1000)) * 4
+    x = x.at[1, 500:].set(NEG)   # masked ids, as the sampler's truncation leaves them
+    tok = jnp.array([0, 499, 7, 999, 3])
+    ref = jnp.take_along_axis(jax.nn.log_softmax(x, -1), tok[:, None], -1)[:, 0]
+    # the max shift is exact; the two may order the length-V sum of exp(x - max) (>= 1) differently,
+    # which moves its log by at most V * eps
+    np.testing.assert_allclose(np.asarray(jax.jit(token_logprob)(x, tok)), np.asarray(ref), rtol=0,
+                               atol=x.shape[-1] * float(np.finfo(np.float32).eps))
