@@ -107,12 +107,20 @@ def top_p_mask(logits: jax.Array, top_p) -> jax.Array:
     return jnp.where(keys < threshold[:, None], _NEG, logits)
 
 
-def fast_argmax(x: jax.Array) -> jax.Array:
+def fast_argmax(x: jax.Array, x_max: jax.Array | None = None) -> jax.Array:
     """`jnp.argmax(x, -1)` (the first index of the max; x without NaNs) as a max then a min over the
     matching indices: two plain reductions, which XLA:CPU runs several times faster than the
-    variadic (value, index) reduce argmax lowers to."""
-    hit = x == jnp.max(x, axis=-1, keepdims=True)
+    variadic (value, index) reduce argmax lowers to. `x_max`: the row max [.., 1], if known."""
+    hit = x == (jnp.max(x, axis=-1, keepdims=True) if x_max is None else x_max)
     return jnp.min(jnp.where(hit, jnp.arange(x.shape[-1], dtype=jnp.int32), x.shape[-1]), axis=-1)
+
+
+def token_logprob(x: jax.Array, tok: jax.Array, x_max: jax.Array | None = None) -> jax.Array:
+    """`log_softmax(x)[tok]` per row of fp32 x [B, V] (the same shifted terms, so the same value)
+    without materialising the [B, V] log-softmax: two reductions and one gather."""
+    m = jnp.max(x, axis=-1, keepdims=True) if x_max is None else x_max
+    lse = jnp.log(jnp.sum(jnp.exp(x - m), axis=-1))
+    return (jnp.take_along_axis(x, tok[:, None], axis=-1)[:, 0] - m[:, 0]) - lse
 
 
 def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
@@ -198,15 +206,14 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
     def pick(logits, step):
         if greedy:
             logits = mask_padded_vocab(logits, valid_vocab_size)
-            logp = jax.nn.log_softmax(logits, axis=-1)
-            tok = fast_argmax(logits)
-            lp = jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
+            top = jnp.max(logits, axis=-1, keepdims=True)
+            tok = fast_argmax(logits, top)
+            lp = token_logprob(logits, tok, top)
             return tok, lp, lp
         scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
         draw = inverse_cdf_draw if top_k > 0 or use_top_p else categorical  # untruncated: Gumbel, as before
         tok = draw(jax.random.fold_in(key, step), trunc)
-        at = lambda x: jnp.take_along_axis(jax.nn.log_softmax(x, axis=-1), tok[:, None], axis=-1)[:, 0]
-        return tok, at(scaled), at(trunc)
+        return tok, token_logprob(scaled, tok), token_logprob(trunc, tok)
 
     def cond(carry):
         step, done = carry[0], carry[4]
