@@ -264,8 +264,8 @@ class WorkerPool:
     """`with WorkerPool(config) as pool: handle = pool.submit(JobSpec(...)); handle.collect()`.
 
     Thread-safe: several callers (e.g. reward evaluations of a GRPO group) may submit concurrently;
-    a background dispatcher thread owns the workers. Each worker holds its job plus one queued
-    behind it, so it never idles waiting for the dispatcher between short jobs.
+    a background dispatcher thread owns the workers. While jobs remain for every worker, each holds
+    its job plus one queued behind it, so it never idles waiting for the dispatcher between short jobs.
     """
     queue_behind = True
 
@@ -507,14 +507,21 @@ class WorkerPool:
                     self._retry_or_fail(job, job.remaining, f"pool dispatcher crashed: {e!r}")
 
     def _assign_idle(self, send_errors: tuple) -> bool:
-        """Give pending jobs to idle workers (lock held); False once closed and drained."""
+        """Give pending jobs to idle workers, then queue jobs behind busy ones (lock held); False once
+        closed and drained. A job is queued behind only while at least one job per worker is
+        pending: the last jobs go to whichever worker frees up first (queued behind one worker, a
+        job could leave the others idle for a whole job at the end of a batch)."""
         if self._closed and not self._pending and all(w.job is None for w in self._workers):
             return False
-        if not self._pending:   # most rounds (one per worker message): skip the slot scan
+        if not self._pending:   # most rounds (one per worker message): skip the slot scans
             return True
-        for w in list(self._workers):
-            for slot in ("job", "queued") if self.queue_behind else ("job",):
-                if getattr(w, slot) is not None or not self._pending or (slot == "queued" and w.job is None):
+        for slot in ("job", "queued") if self.queue_behind else ("job",):
+            for w in list(self._workers):
+                if slot == "queued" and len(self._pending) < len(self._workers):
+                    return True
+                if not self._pending:
+                    return True
+                if getattr(w, slot) is not None or (slot == "queued" and w.job is None):
                     continue
                 job = self._pending.popleft()
                 try:
@@ -522,7 +529,6 @@ class WorkerPool:
                 except send_errors:
                     setattr(w, slot, job)
                     self._replace(w, "worker unreachable")
-                    break
         return True
 
     def _expire_overdue(self) -> None:

@@ -177,3 +177,28 @@ def test_submit_wakes_the_dispatcher_only_when_a_worker_has_a_free_slot(monkeypa
         assert len(wakes) == woken
         results = [r for h in first + rest for r in h.collect(timeout_s=60)]
     assert sorted(r["task_id"] for r in results) == list(range(12)) and all(r["reward"] == 1.0 for r in results)
+
+
+def _until(pool, done):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with pool._lock:
+            if done():
+                return
+        time.sleep(0.01)
+    raise AssertionError("the pool never reached the expected assignment")
+
+
+def test_idle_workers_get_jobs_first_and_the_last_jobs_are_not_queued_behind_one_worker(monkeypatch):
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")   # each job lasts over a second
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=0) as pool:
+        handles = [pool.submit(spec(range(i * 8, i * 8 + 8))) for i in range(3)]
+        _until(pool, lambda: all(w.job is not None for w in pool._workers))
+        with pool._lock:   # one job each; the third waits for whichever worker frees up first
+            assert all(w.queued is None for w in pool._workers) and len(pool._pending) == 1
+        handles.append(pool.submit(spec(range(24, 32))))   # one job per worker pending: one is queued
+        _until(pool, lambda: len(pool._pending) == 1)
+        with pool._lock:
+            assert sum(w.queued is not None for w in pool._workers) == 1
+        results = [r for h in handles for r in h.collect(timeout_s=120)]
+    assert sorted(r["task_id"] for r in results) == list(range(32)) and all(r["reward"] == 1.0 for r in results)
