@@ -440,7 +440,7 @@ def _score_here(rows: list[dict], responses: list[str], ctx: RewardContext,
     scored: dict[str, RewardResult] = {}
     slots: dict[str, list[int]] = {}
     waiting: dict[str, tuple[dict, dict]] = {}    # keys another caller is evaluating
-    group = _InFlight(ctx, max(1, max_parallel or 4 * ctx.pool.num_workers), scored)
+    group = _InFlight(ctx, max_parallel, scored)
     prepared: dict = {}   # a GRPO group repeats texts: parse, compile and hash each distinct one once
     try:
         for i, (row, text, meta) in enumerate(zip(rows, responses, metas)):
@@ -481,13 +481,15 @@ class _InFlight:
     no rerun threads, whose wake-ups and hand-offs were parent CPU beside the workers. The first
     IdentityError is kept until every rerun is finished and its lock released."""
 
-    def __init__(self, ctx: RewardContext, limit: int, scored: dict):
-        self.ctx, self.limit, self.scored = ctx, limit, scored
+    def __init__(self, ctx: RewardContext, max_parallel: int | None, scored: dict):
+        self.ctx, self.max_parallel, self.scored = ctx, max_parallel, scored
         self.runs: collections.deque[_Rerun] = collections.deque()
         self.error: IdentityError | None = None
 
     def make_room(self) -> None:
-        while len(self.runs) >= self.limit:
+        # the pool is asked for its size only here: a group of cache hits and invalid texts starts none
+        limit = max(1, self.max_parallel or 4 * self.ctx.pool.num_workers)
+        while len(self.runs) >= limit:
             self._finish_oldest()
 
     def add(self, run: _Rerun) -> None:

@@ -160,6 +160,15 @@ def test_one_bad_response_costs_only_itself(setup):
                for p in stored)
 
 
+def test_a_group_of_invalid_responses_starts_no_rollout_workers(setup, tmp_path):
+    c, _, row, _ = setup
+    ctx = RewardContext(c, cache_dir=str(tmp_path))   # owns its pool, made on first use
+    results = score_group([row] * 2, ["I am not sure.", "<patch>{]</patch>"], ctx)
+    assert [r.eval_status for r in results] == ["invalid_patch"] * 2
+    assert ctx._pool is None
+    ctx.close()
+
+
 def test_a_crash_inside_compilation_is_an_invalid_sample(setup, monkeypatch):
     import hr1_jax.patch
     real = hr1_jax.patch.compile_patch
