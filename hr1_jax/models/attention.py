@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from hr1_jax.models.cache import KVCache
+from hr1_jax.models.cache import KVCache, segment_bounds
 from hr1_jax.models.layers import DTYPE, Dense, RMSNorm, apply_rope
 
 # Finite mask value: a fully masked row (a pad query) gets a uniform softmax instead of NaN.
@@ -109,7 +109,7 @@ def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
     per segment as `KVCache` holds them), reading (and casting to q's dtype) only the segments
     that hold the `filled` (traced) written slots. A one-token step reads them in place; longer
     calls (prefill) attend their concatenation in query blocks of `q_chunk`."""
-    ends = [lo + v.shape[-2] for lo, v in zip(_starts(vs), vs)]
+    ends = [hi for _, hi in segment_bounds(kv_valid.shape[1])]
     t, kvh = q.shape[1], vs[0].shape[1]
 
     def over(j):
@@ -128,15 +128,6 @@ def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
         return over(0)()
     which = jnp.searchsorted(jnp.asarray(ends), filled)
     return jax.lax.switch(jnp.minimum(which, len(ends) - 1), [over(j) for j in range(len(ends))])
-
-
-def _starts(segments) -> list[int]:
-    """First slot of each value segment ([.., L, D], stacked or not)."""
-    starts, lo = [], 0
-    for v in segments:
-        starts.append(lo)
-        lo += v.shape[-2]
-    return starts
 
 
 def _write_segment(seg, new, at, axis: int, group):
@@ -165,7 +156,7 @@ def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
     """Write this call's keys/values [B,T,KV,D] at slot `index` of the segmented cache; with
     `group`, into that layer's slice of segments stacked over layer groups [G, ..]. A decode step
     writes one slot per segment in place instead of copying a layer's buffers."""
-    starts = _starts(cache.v)
+    starts = [lo for lo, _ in segment_bounds(sum(v.shape[-2] for v in cache.v))]
     kt = k.astype(cache.k[0].dtype).transpose(0, 2, 3, 1)   # [B,KV,D,T]
     vt = v.astype(cache.v[0].dtype).swapaxes(1, 2)          # [B,KV,T,D]
     return KVCache(k=tuple(_write_segment(s, kt, index - lo, 3, group) for s, lo in zip(cache.k, starts)),
