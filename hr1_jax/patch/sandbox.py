@@ -338,11 +338,15 @@ def _stmt_at(pos: dict, call: ast.Call) -> ast.Expr:
 
 
 def _tick(ref: ast.stmt, n: int) -> ast.Expr:
-    """`_g_tick(n)` at ref's position: the tick of a statement list of n statements."""
+    """`_g_tick(n)` at ref's position: the tick of a statement list of n statements (the
+    rewrite's most common insertion: its nodes are built here in one go)."""
     pos = _pos(ref)
-    count = _new(_CONSTANT)
-    count.__dict__.update(pos, value=n)
-    return _stmt_at(pos, _call_at(pos, "_g_tick", (count,)))
+    count, name, call, stmt = _new(_CONSTANT), _new(_NAME), _new(_CALL), _new(_EXPR)
+    count.__dict__ = {**pos, "value": n}
+    name.__dict__ = {**pos, "id": "_g_tick", "ctx": _LOAD}
+    call.__dict__ = {**pos, "func": name, "args": [count], "keywords": []}
+    stmt.__dict__ = {**pos, "value": call}
+    return stmt
 
 
 def _as_load(target: ast.expr) -> ast.expr:
@@ -434,8 +438,8 @@ class _Pass:
 
     def walk(self, node, depth: int):
         """Check, gather and rewrite `node` (at nesting level `depth`, neither a Name, a Constant
-        nor a node without fields: those are handled by `leaf`, as the most common) and its
-        subtree; returns the node that replaces it."""
+        nor a node without fields: those, the most common, are handled in their parent's loop)
+        and its subtree; returns the node that replaces it."""
         count, check, gather, singles, lists, body_fields, rewrite = _PLANS.get(type(node)) or _plan(type(node))
         if check is not None:
             check(node, self.func, self.instance_rule)
@@ -444,52 +448,60 @@ class _Pass:
         if depth >= MAX_HOOK_AST_DEPTH:  # its children would be too deep
             _check_no_children(node, singles + lists)
         depth += 1
-        leaf = self.leaf
+        fields = node.__dict__  # a parsed node holds every field there
         for field in singles:
-            item = getattr(node, field, None)
+            item = fields[field]
             t = type(item)
-            if t in _LEAVES:
-                count += leaf(item, t)
+            if t is _NAME:
+                count += self.name(item)
+            elif t is _CONSTANT:
+                if type(item.value) is str:
+                    _check_constant(item, self.func, self.instance_rule)
+                count += 1
+            elif t in _BARE:
+                count += 1
             elif isinstance(item, _AST):  # else None (an optional field)
                 new = self.walk(item, depth)
                 if new is not item:
-                    setattr(node, field, new)
+                    fields[field] = new
         for field in lists:
-            value = getattr(node, field, None)
+            value = fields[field]
             if type(value) is not list:
                 continue  # a field of unknown shape (see `_field_shapes`) holding no list
             for i, item in enumerate(value):
                 t = type(item)
-                if t in _LEAVES:
-                    count += leaf(item, t)
+                if t is _NAME:
+                    count += self.name(item)
+                elif t is _CONSTANT:
+                    if type(item.value) is str:
+                        _check_constant(item, self.func, self.instance_rule)
+                    count += 1
+                elif t in _BARE:
+                    count += 1
                 elif isinstance(item, _AST):  # else None (a `**` entry's key in a Dict)
                     new = self.walk(item, depth)
                     if new is not item:
                         value[i] = new
         self.count += count
         for field in body_fields:
-            stmts = getattr(node, field)  # a list, or an IfExp's expressions
+            stmts = fields[field]  # a list, or an IfExp's expressions
             if type(stmts) is list and stmts and isinstance(stmts[0], _STMT):
                 header = 1 if field == "body" and type(node) is ast.For else 0  # re-run per item
                 stmts.insert(0, _tick(stmts[0], len(stmts) + header))
         return node if rewrite is None else rewrite(self, node)
 
-    def leaf(self, item, t) -> int:
-        """Check and gather a Name, a Constant or a node without fields; returns its count."""
-        if t is _NAME:
-            ident = item.id
-            if ident[0] == "_" or ident in FORBIDDEN_NAMES:
-                _fail("forbidden_name", f"hook uses forbidden name: {ident}")
-            if type(item.ctx) is not _LOAD_CTX:
-                self.bound.add(ident)
-            elif ident in self.top_names:
-                self.used.add(ident)
-                if id(item) not in self.callees:
-                    self.escaped = True
-            return 2  # with its ctx marker
-        if t is _CONSTANT and type(item.value) is str:
-            _check_constant(item, self.func, self.instance_rule)
-        return 1  # a Constant, an operator, Pass, Break, Continue
+    def name(self, item) -> int:
+        """Check and gather a Name; returns its count (with its ctx marker)."""
+        ident = item.id
+        if ident[0] == "_" or ident in FORBIDDEN_NAMES:
+            _fail("forbidden_name", f"hook uses forbidden name: {ident}")
+        if type(item.ctx) is not _LOAD_CTX:
+            self.bound.add(ident)
+        elif ident in self.top_names:
+            self.used.add(ident)
+            if id(item) not in self.callees:
+                self.escaped = True
+        return 2
 
     # --- facts -------------------------------------------------------------------------------
     def gather_call(self, node):
@@ -591,7 +603,6 @@ _GATHERS = {ast.Call: _Pass.gather_call, ast.arg: _Pass.gather_arg, ast.ExceptHa
 # Node types without fields (operators, contexts, Pass, ...): counted, nothing to check or rewrite.
 _BARE = frozenset(c for c in _subclasses(ast.AST) if not getattr(c, "_fields", None)
                   and c not in _NODE_CHECKS and c not in _REWRITES and c not in _BODY_FIELDS_OF)
-_LEAVES = _BARE | {ast.Name, ast.Constant}  # handled by `_Pass.leaf`, not walked
 _STMT = ast.stmt
 _PLANS: dict = {}
 
