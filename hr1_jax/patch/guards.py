@@ -160,8 +160,8 @@ def _checkpoint(b: CallBudget) -> None:
 def g_tick(n: int) -> None:
     b = current_budget()
     if b is not None:
-        b.lines_left -= n
-        if b.lines_left < b.next_check:
+        b.lines_left = left = b.lines_left - n  # one attribute read fewer than `-=` and a reread
+        if left < b.next_check:
             _checkpoint(b)
 
 
@@ -545,6 +545,8 @@ class _TypeMeta(type):
 def g_str(obj="", *args, **kwargs):
     """`str(...)` of hook code: checks the size of obj's text first. The sandbox calls it
     directly where `str` names the stand-in (a metaclass call costs more than the check)."""
+    if type(obj) is str and not (args or kwargs):
+        return obj  # what str(obj) returns (most calls: a ctx string)
     if isinstance(obj, str):
         return str(obj)
     if args or kwargs:  # str(bytes, encoding[, errors])

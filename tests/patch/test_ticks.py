@@ -91,6 +91,18 @@ def test_str_calls_keep_the_size_check():
     assert big.status == "memory" and "str()" in big.error, big
 
 
+def test_str_of_a_plain_str_is_that_str_and_of_a_subclass_a_plain_copy():
+    text = "ab"
+    assert guards.g_str(text) is text  # what str(text) returns, without the size walk
+
+    class Sub(str):
+        pass
+
+    out = guards.g_str(Sub("cd"))
+    assert type(out) is str and out == "cd"
+    assert guards.g_str(b"ef", "ascii") == "ef"
+
+
 def test_a_budget_is_seen_only_by_the_thread_that_set_it():
     # The ticks read the call's budget from a ContextVar: a new thread starts without it.
     budget = guards.CallBudget(line_budget=10)
