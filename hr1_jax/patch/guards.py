@@ -914,8 +914,9 @@ def freeze(value):
     if t is dict:  # the common containers first, by exact type (a loop: no comprehension frame)
         out = FrozenDict(value)  # copied in C; only the containers among the values replaced
         for k, v in value.items():
-            if type(v) not in scalars:
-                _dict_set(out, k, freeze(v))
+            tv = type(v)
+            if tv not in scalars:  # a list of scalars (most ctx lists) copied here, without a call
+                _dict_set(out, k, FrozenList(v) if tv is list and scalars.issuperset(map(type, v)) else freeze(v))
         return out
     if t is list:  # all-scalar lists (most of them) copied in C
         if scalars.issuperset(map(type, value)):
