@@ -949,10 +949,18 @@ def inspect_nb(nb: dict, limit: int) -> str:
     deeply nested values and from live hook objects (generators, functions) that would run hook
     code outside the budget. Shared sub-objects count each time they occur (serialising nb
     repeats them); cycles run into the limit."""
-    if type(nb) is dict and _SHARED_SCALARS.issuperset(map(type, nb)) and _SHARED_SCALARS.issuperset(map(type, nb.values())):
-        # A flat nb of scalars (the common case): only its size can be wrong, counted as below.
-        total = 8 * len(nb) + 4 + sum([len(x) if type(x) is str else 4 for x in itertools.chain(nb, nb.values())])
-        return f"nb grew beyond {limit} units" if total > limit else ""
+    if type(nb) is dict:  # a flat nb of scalars (the common case): only its size can be wrong, counted as below
+        total = 8 * len(nb) + 4
+        for x in itertools.chain(nb, nb.values()):  # a loop: type() here is cheaper than map(type, ...)
+            t = type(x)
+            if t is str:
+                total += len(x)
+            elif t in _SHARED_SCALARS:
+                total += 4
+            else:
+                break  # a container or an object: the walk below
+        else:
+            return f"nb grew beyond {limit} units" if total > limit else ""
     total, stack = 0, [(nb, 0)]
     pop, append = stack.pop, stack.append
     while stack:
