@@ -144,7 +144,13 @@ _DIGIT = re.compile(r"\d")
 def _clean_text(value) -> str:
     if not isinstance(value, str):
         return ""
-    return safe_str(" ".join(value[:_RAW_TEXT_CAP].split())[:MAX_RETURN_TEXT_CHARS])
+    value = value[:_RAW_TEXT_CAP]
+    if type(value) is str and value.isprintable() and "  " not in value and value[:1] != " " and value[-1:] != " ":
+        # Most hook texts: no whitespace but single inner spaces (every other whitespace character
+        # is unprintable) and no lone surrogate (unprintable too): split/join and safe_str would
+        # return the text as it is.
+        return value[:MAX_RETURN_TEXT_CHARS]
+    return safe_str(" ".join(value.split())[:MAX_RETURN_TEXT_CHARS])
 
 
 def _clean_action(value, ctx: dict) -> str:

@@ -61,6 +61,19 @@ def test_return_normalisation(name, ret, expected):
     assert normalize_hook_result(name, ret, {"admissible": ["go to cabinet 1"]}) == expected
 
 
+def test_returned_text_is_cleaned_as_by_split_and_join():
+    # The fast path of runner._clean_text rests on: every whitespace character but ' ' and every
+    # lone surrogate is unprintable, so printable one-spaced text needs no split/join or safe_str.
+    assert [c for c in map(chr, range(0x110000)) if c.isspace() and c.isprintable()] == [" "]
+    assert not any(chr(c).isprintable() for c in range(0xD800, 0xE000))
+    texts = ["a b", "", " a", "a ", "a  b", "a\tb", "a\u00a0b", "a\u2028b", "a\u3000b", "x\ud800y", "\u200bz",
+             "w " * 1000, "é😀 ok", "a\x1cb"]
+    for text in texts:
+        got = normalize_hook_result("make_pre_hint", {"message": text}, {})
+        want = " ".join(text[:3600].split())[:900].encode("utf-8", "replace").decode("utf-8")
+        assert got == ({"message": want} if want else None), repr(text)
+
+
 def test_every_registered_instance_pattern_gates_returned_actions():
     force = {"kind": "force_action", "action": "Press slot 3"}
     with registry.registered("ruled", "ruled_benchmark:BENCHMARK"):   # its PatchSpec.instance_action_re
