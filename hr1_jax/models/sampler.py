@@ -142,19 +142,28 @@ def _first_or_last(hit: jax.Array, positive: jax.Array) -> jax.Array:
     return jnp.where(first < hit.shape[-1], first, last)
 
 
-def inverse_cdf_draw(key: jax.Array, logits: jax.Array) -> jax.Array:
+def step_uniforms(key: jax.Array, steps: int, rows: int) -> jax.Array:
+    """[steps, rows] fp32 uniforms in [0, 1): row r of step s is `uniform(fold_in(key, s), (rows,))[r]`,
+    all drawn before the decode loop (one batched threefry instead of a handful of small kernels
+    inside every step; the same bits as drawing them step by step)."""
+    draw = lambda s: jax.random.uniform(jax.random.fold_in(key, s), (rows,), jnp.float32)
+    return jax.vmap(draw)(jnp.arange(steps))
+
+
+def inverse_cdf_draw(u: jax.Array, logits: jax.Array, x_max: jax.Array | None = None) -> jax.Array:
     """One token per row of fp32 logits [B, V] with probability softmax(logits) (ids at -1e30 have
-    weight exactly 0 and are never drawn), from ONE uniform per row: u = U * total mass, then the
-    first id, in vocabulary order, whose cumulative weight exceeds u. The search is two-level - the
-    block whose running block-sum exceeds u, then the id inside that block - so the vocabulary is
-    read once (for the block sums) instead of once per noise draw and argmax."""
+    weight exactly 0 and are never drawn), from ONE uniform per row, u [B] in [0, 1): u * total mass,
+    then the first id, in vocabulary order, whose cumulative weight exceeds it. The search is two-level -
+    the block whose running block-sum exceeds u, then the id inside that block - so the vocabulary is
+    read once (for the block sums) instead of once per noise draw and argmax. `x_max`: the row max
+    [B, 1], if known."""
     b, v = logits.shape
     nb = -(-v // _CDF_BLOCK)
-    w = jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True))
+    w = jnp.exp(logits - (jnp.max(logits, axis=-1, keepdims=True) if x_max is None else x_max))
     w = jnp.pad(w, ((0, 0), (0, nb * _CDF_BLOCK - v))).reshape(b, nb, _CDF_BLOCK)
     block_sum = jnp.sum(w, axis=-1)
     running = jnp.cumsum(block_sum, axis=-1)                                  # [B, nb]
-    u = jax.random.uniform(key, (b,), jnp.float32) * running[:, -1]
+    u = u * running[:, -1]
     blk = _first_or_last(running > u[:, None], block_sum > 0)
     inner = jnp.take_along_axis(w, blk[:, None, None], axis=1)[:, 0]          # [B, block]
     before = jnp.take_along_axis(running, jnp.maximum(blk - 1, 0)[:, None], axis=1)[:, 0]
@@ -203,6 +212,9 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
     logits = model.logits(h[:, -1])
     l_win = max(1, stop_seqs.shape[1])
 
+    truncated = not greedy and (top_k > 0 or use_top_p)
+    uniforms = step_uniforms(key, n, b) if truncated else None
+
     def pick(logits, step):
         if greedy:
             logits = mask_padded_vocab(logits, valid_vocab_size)
@@ -211,9 +223,12 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
             lp = token_logprob(logits, tok, top)
             return tok, lp, lp
         scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
-        draw = inverse_cdf_draw if top_k > 0 or use_top_p else categorical  # untruncated: Gumbel, as before
-        tok = draw(jax.random.fold_in(key, step), trunc)
-        return tok, token_logprob(scaled, tok), token_logprob(trunc, tok)
+        if not truncated:  # Gumbel noise over the whole vocabulary, as `jax.random.categorical`
+            tok = categorical(jax.random.fold_in(key, step), trunc)
+            return tok, token_logprob(scaled, tok), token_logprob(trunc, tok)
+        top = jnp.max(scaled, axis=-1, keepdims=True)  # truncation keeps the top token: trunc's max too
+        tok = inverse_cdf_draw(uniforms[step], trunc, top)
+        return tok, token_logprob(scaled, tok, top), token_logprob(trunc, tok, top)
 
     def cond(carry):
         step, done = carry[0], carry[4]

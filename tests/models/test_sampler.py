@@ -13,7 +13,8 @@ from flax import nnx
 
 from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
-from hr1_jax.models.sampler import Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, process_logits
+from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, process_logits,
+                                    step_uniforms)
 from hr1_jax.models.tokenizer import load_tokenizer
 from tests.models.numerics import reorder_tol
 from tests.models.test_fast_paths import NEG, _boundary, _logits as _fp_logits, _sorted_reference
@@ -281,8 +282,8 @@ def test_truncated_tokens_identical_to_the_sorted_reference(v, valid, top_k, top
         rows = same.all(-1)
         compared += rows.sum()
         for step in range(6):
-            key = jax.random.fold_in(jax.random.key(seed), step)
-            tok, want = np.asarray(_draw(key, ours)), np.asarray(_draw(key, ref))
+            u = jax.random.uniform(jax.random.fold_in(jax.random.key(seed), step), (x.shape[0],))
+            tok, want = np.asarray(_draw(u, ours)), np.asarray(_draw(u, ref))
             np.testing.assert_array_equal(tok[rows], want[rows])
             kept = np.asarray(ours)[np.arange(x.shape[0]), tok] > NEG
             assert kept.all() and (valid is None or (tok < valid).all())
@@ -296,7 +297,7 @@ def test_inverse_cdf_draw_frequencies_follow_the_distribution():
     x = jax.random.normal(jax.random.key(11), (v,)) * 1.5
     masked = (jnp.arange(v) % 7 == 3) | (jnp.arange(v) >= 290)
     x = jnp.where(masked, NEG, x)
-    tok = np.asarray(_draw(jax.random.key(5), jnp.broadcast_to(x, (n, v))))
+    tok = np.asarray(_draw(jax.random.uniform(jax.random.key(5), (n,)), jnp.broadcast_to(x, (n, v))))
     counts = np.bincount(tok, minlength=v)
     p = np.exp(np.asarray(x, np.float64) - float(x.max()))
     p /= p.sum()
@@ -305,13 +306,21 @@ def test_inverse_cdf_draw_frequencies_follow_the_distribution():
 
 
 @pytest.mark.parametrize("u", [0.0, 1.0])
-def test_inverse_cdf_draw_ends_of_the_uniform_land_on_kept_ids(monkeypatch, u):
+def test_inverse_cdf_draw_ends_of_the_uniform_land_on_kept_ids(u):
     """U = 0 draws the first kept id; U = 1 (past [0, 1): fp32 rounding of U * total can reach the
     total) still draws the last kept id, never a masked one or an id past the vocabulary."""
     x = jnp.full((3, 300), NEG)
     x = x.at[0, 5].set(1.0).at[0, 200].set(2.0)    # kept ids in different blocks
     x = x.at[1, 0].set(0.0)                        # a single kept id, first of all
     x = x.at[2, 127].set(3.0).at[2, 299].set(3.0)  # the last id of a block and of the (padded) vocabulary
-    monkeypatch.setattr(jax.random, "uniform", lambda key, shape, dtype: jnp.full(shape, u, dtype))
-    tok = np.asarray(inverse_cdf_draw(jax.random.key(0), x))
+    tok = np.asarray(inverse_cdf_draw(jnp.full((3,), u), x))
     np.testing.assert_array_equal(tok, [5, 0, 127] if u == 0 else [200, 0, 299])
+
+
+def test_step_uniforms_are_the_per_step_draws():
+    """The decode loop's uniforms, drawn before it, are bit for bit those of drawing step s's with
+    `fold_in(key, s)` inside the loop (as before): a fixed key keeps its samples."""
+    key = jax.random.key(7)
+    got = np.asarray(jax.jit(step_uniforms, static_argnums=(1, 2))(key, 33, 5))
+    want = np.stack([np.asarray(jax.random.uniform(jax.random.fold_in(key, s), (5,), jnp.float32)) for s in range(33)])
+    np.testing.assert_array_equal(got, want)
