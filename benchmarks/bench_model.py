@@ -14,7 +14,9 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
 * decode, at each `--decode` point BxN (rows x new tokens after a `--prompt`-token prompt, prefill
   included): ours greedy and ours top-p 0.95 at T 0.7 (the GRPO default) against HF greedy
   `generate` (KV cache, min_new_tokens = max_new_tokens so both produce the same count); top-p is
-  reported as its time over our greedy time at the same point.
+  reported as its time over our greedy time at the same point; beside them, the greedy and HF time per
+  new token (prefill included) and our LM head alone at the step's shape ([B, hidden] x head, no
+  attention, no cache): the floor of a greedy step that attention and cache work cannot lower.
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 2048^3 (median of 5), before and after the configs; train GFLOP/s is
@@ -170,7 +172,28 @@ def ours_fns(cfg, model, args) -> dict:
                                       no_seqs, max_new_tokens=new, cache_dtype=jnp.dtype(cfg.dtype), **kw)
                 jax.block_until_ready(out["tokens"])
             fns[(mode, (rows, new))] = decode
+        fns[("head", (rows, new))] = head_fn(model, rows, cfg.hidden_size)
     return fns
+
+
+HEAD_CALLS = 20  # LM-head calls per timed head run, in one jitted loop (one call is ~0.01-3 ms)
+
+
+def head_fn(model, rows: int, hidden: int):
+    """HEAD_CALLS runs of the LM head alone at a decode step's shape ([rows, hidden] x head) inside one
+    jitted loop, as in the decode loop: the part of a greedy step that no attention or cache work
+    can remove, to read the decode ratios against. Each call's input differs (h + i), so XLA cannot
+    hoist it out of the loop."""
+    graphdef, state = nnx.split(model)
+
+    def heads(st, h):
+        m = nnx.merge(graphdef, st)
+        body = lambda i, acc: acc + m.logits(h + i.astype(h.dtype))[:, 0]
+        return jax.lax.fori_loop(0, HEAD_CALLS, body, jnp.zeros((rows,), jnp.float32))
+
+    heads = jax.jit(heads)
+    h = jnp.asarray(np.random.RandomState(1).randn(rows, hidden), jnp.float32)
+    return lambda: jax.block_until_ready(heads(state, h))
 
 
 def torch_fns(path: str, cfg, args, jax_model) -> tuple[dict, float]:
@@ -240,14 +263,15 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
     if not args.skip_decode:
         row["decode"] = []
         for point in args.decode:
-            keys = [("greedy", point), ("top_p", point)] + ([("hf_greedy", point)] if theirs else [])
+            keys = [("greedy", point), ("top_p", point), ("head", point)] + ([("hf_greedy", point)] if theirs else [])
             t = interleaved({k[0]: (ours | theirs)[k] for k in keys}, args.repeats)
             tokens = point[0] * point[1]
             d = {"batch": point[0], "new_tokens": point[1], "greedy_tok_s": tokens / t["greedy"],
-                 "top_p_tok_s": tokens / t["top_p"], "top_p_over_greedy": t["top_p"] / t["greedy"]}
+                 "top_p_tok_s": tokens / t["top_p"], "top_p_over_greedy": t["top_p"] / t["greedy"],
+                 "greedy_step_ms": t["greedy"] / point[1] * 1e3, "head_ms": t["head"] / HEAD_CALLS * 1e3}
             if theirs:
                 d.update(hf_tok_s=tokens / t["hf_greedy"], ratio=t["hf_greedy"] / t["greedy"],
-                         ratio_pairwise=t["pairwise"]["hf_greedy"])
+                         ratio_pairwise=t["pairwise"]["hf_greedy"], hf_step_ms=t["hf_greedy"] / point[1] * 1e3)
             row["decode"].append(d)
     row["load_end"] = load_avg()
     return row
@@ -271,14 +295,15 @@ def print_tables(rows, args, peak_gflops) -> None:
         print(f"\n**Decode** (prompt {args.prompt}, prefill included; top-p 0.95 at T 0.7), tok/s, medians of "
               f"{args.repeats}, interleaved")
         print("| config | B x new | ours greedy | ours top-p | top-p / greedy time | HF greedy | ours/HF (pairwise) "
-              "| load |")
-        print("|---|---|--:|--:|--:|--:|--:|--|")
+              "| ms/step ours / HF | LM head alone ms | load |")
+        print("|---|---|--:|--:|--:|--:|--:|--:|--:|--|")
         for r in rows:
             for d in r["decode"]:
                 hf = (f"{d['hf_tok_s']:,.0f} | {d['ratio']:.2f} ({d['ratio_pairwise']:.2f})" if "hf_tok_s" in d
                       else "- | -")
+                steps = f"{d['greedy_step_ms']:.3f} / " + (f"{d['hf_step_ms']:.3f}" if "hf_step_ms" in d else "-")
                 print(f"| {r['config']} | {d['batch']} x {d['new_tokens']} | {d['greedy_tok_s']:,.0f} "
-                      f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} "
+                      f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} | {d['head_ms']:.3f} "
                       f"| {r['load_start']:.1f}-{r['load_end']:.1f} |")
 
 
