@@ -19,9 +19,19 @@ HOOK_SITES = ("on_init", "make_pre_hint", "on_before_action", "on_post_step")
 TASK_MANIFEST_PROTOCOL = "hr1_task_manifest_v1"
 
 
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def canonical(value: Any) -> Any:
     """Canonical form for hashing (reference spec §5.2): dicts -> [key, value] pairs sorted by key,
     lists/tuples -> lists, sets -> sorted by their canonical JSON, scalars kept, others -> str()."""
+    # Exact scalar types and all-str-key dicts first: identities and cache keys hash on the
+    # parent's CPU beside the rollout workers. Same result as the general branches below (an
+    # exact str key is its own str(); distinct keys never tie, so plain key order is the order).
+    if type(value) in _PLAIN_SCALARS:
+        return value
+    if type(value) is dict and all(type(k) is str for k in value):
+        return [[k, canonical(value[k])] for k in sorted(value)]
     if isinstance(value, dict):
         return [[str(k), canonical(v)] for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))]
     if isinstance(value, (list, tuple)):
