@@ -13,6 +13,7 @@ def defaults() -> ml_collections.ConfigDict:
     c.ray_address = ""               # ray: "" = private local instance, "auto" / "ray://head:10001" = a cluster
     c.ray_resource = ""              # ray: custom resource every rollout actor needs ("" = any node)
     c.num_workers = 2
+    c.pin_workers = True             # local: worker i and its hook process on CPU i (round-robin)
     c.job_timeout_s = 1800.0
     c.max_job_retries = 2
     c.batch_size = 10
@@ -41,6 +42,7 @@ def defaults() -> ml_collections.ConfigDict:
 def validate(c, config) -> None:
     require(c.backend in ("local", "ray"), "rollout.backend", "must be local or ray")
     require(c.num_workers >= 1, "rollout.num_workers", "must be >= 1")
+    require(isinstance(c.pin_workers, bool), "rollout.pin_workers", "must be true or false")
     require(c.batch_size >= 1, "rollout.batch_size", "must be >= 1")
     require(c.job_timeout_s > 0, "rollout.job_timeout_s", "must be > 0")
     require(c.max_job_retries >= 0, "rollout.max_job_retries", "must be >= 0")

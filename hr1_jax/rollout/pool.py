@@ -270,7 +270,7 @@ class WorkerPool:
     queue_behind = True
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
-                 max_retries: int | None = None):
+                 max_retries: int | None = None, pin_workers: bool | None = None):
         r = config.rollout if config is not None else None
         self.num_workers = int(num_workers or (r.num_workers if r else 2))
         self.job_timeout_s = float(job_timeout_s or (r.job_timeout_s if r else 1800.0))
@@ -291,7 +291,12 @@ class WorkerPool:
         self._by_fd: dict[int, _Worker] = {}
         self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
                       "timeouts": 0}
-        self._workers = [self._start_worker() for _ in range(self.num_workers)]
+        pin = pin_workers if pin_workers is not None else bool(r.pin_workers if r else False)
+        # Worker slot i runs on CPU i (round-robin over this process's CPUs) with its hook process:
+        # a hook call is a strict ping-pong between the two, and on one CPU it needs no cross-CPU
+        # wake-up, which cost more than the call itself (benchmarks/README.md, reruns).
+        self._cpus = sorted(os.sched_getaffinity(0)) if pin and hasattr(os, "sched_getaffinity") else []
+        self._workers = [self._start_worker(i) for i in range(self.num_workers)]
         self._thread = threading.Thread(target=self._dispatch_loop, name="hr1-pool", daemon=True)
         self._thread.start()
 
@@ -355,7 +360,7 @@ class WorkerPool:
         self.close()
 
     # workers
-    def _start_worker(self) -> _Worker:
+    def _start_worker(self, slot: int) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main, args=(child, self._config_dict), name="hr1-rollout-worker")
         with _ENV_LOCK:  # the spawned interpreter inherits os.environ at start: hide accelerators there
@@ -370,6 +375,11 @@ class WorkerPool:
                     else:
                         os.environ[k] = v
         child.close()
+        if self._cpus:   # before it runs a job; its hook process, started later, inherits the pin
+            try:
+                os.sched_setaffinity(proc.pid, {self._cpus[slot % len(self._cpus)]})
+            except OSError:   # a host that will not let us narrow the CPU set: it runs unpinned
+                pass
         self.stats["workers_started"] += 1
         w = _Worker(proc, parent, fd=parent.fileno())
         self._by_fd[w.fd] = w
@@ -405,7 +415,7 @@ class WorkerPool:
             return
         if queued is not None:  # it never started: back to the front of the queue, not blamed
             self._pending.appendleft(queued)
-        self._workers[idx] = self._start_worker()
+        self._workers[idx] = self._start_worker(idx)
         self.stats["workers_replaced"] += 1
         log_event("rollout", "worker_replaced", pid=w.pid, reason=reason,
                   job=job.handle.job_id if job else None)

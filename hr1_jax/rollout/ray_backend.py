@@ -104,7 +104,7 @@ class RayWorkerPool(WorkerPool):
         self._actor_cls = ray.remote(RolloutActor).options(**options)
         super().__init__(config, num_workers=num_workers, job_timeout_s=job_timeout_s, max_retries=max_retries)
 
-    def _start_worker(self) -> _Actor:
+    def _start_worker(self, slot: int) -> _Actor:
         actor = self._actor_cls.remote(self._config_dict, list(sys.path))
         self.stats["workers_started"] += 1
         return _Actor(actor, actor.pid.remote())

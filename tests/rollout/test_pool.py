@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares
 
 TOY = "toy_env:CounterEnv"
@@ -202,3 +204,42 @@ def test_idle_workers_get_jobs_first_and_the_last_jobs_are_not_queued_behind_one
             assert sum(w.queued is not None for w in pool._workers) == 1
         results = [r for h in handles for r in h.collect(timeout_s=120)]
     assert sorted(r["task_id"] for r in results) == list(range(32)) and all(r["reward"] == 1.0 for r in results)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux-only")
+def test_pinned_worker_slots_keep_one_cpu_with_their_hook_processes_and_replacements():
+    from hr1_jax.config import base_config, validate_config
+    from hr1_jax.rollout.reward import prepare_patch
+    c = base_config()
+    c.benchmark, c.dbbench.backend = "dbbench", "sqlite"
+    validate_config(c)
+    hook = 'def hook(ctx, nb):\n    return {"message": "Inspect the schema first."}\n'
+    patch, status, reason = prepare_patch("</think><patch>" + json.dumps(
+        {"benchmark": "dbbench", "actions": [{"type": "add_code_hook", "hook": "make_pre_hint", "code": hook}]})
+        + "</patch>", "dbbench", c)
+    assert status == "ok", reason
+    cpus = sorted(os.sched_getaffinity(0))
+    slot_cpu = [{cpus[i % len(cpus)]} for i in range(3)]
+    with WorkerPool(c, num_workers=3, pin_workers=True, job_timeout_s=120) as pool:
+        assert [os.sched_getaffinity(p) for p in pool.worker_pids()] == slot_cpu
+        handles = [pool.submit(JobSpec("dbbench", "test", [i], patch, c.target.to_dict(), 0)) for i in range(6)]
+        assert all(r["status"] == "completed" for h in handles for r in h.collect(timeout_s=120))
+        hook_processes = [(w, k) for w in pool.worker_pids() for k in _children(w)]
+        assert hook_processes
+        assert all(os.sched_getaffinity(k) == os.sched_getaffinity(w) for w, k in hook_processes)
+        victim = pool.worker_pids()[1]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while victim in pool.worker_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [os.sched_getaffinity(p) for p in pool.worker_pids()] == slot_cpu
+    with WorkerPool(c, num_workers=1, pin_workers=False) as pool:
+        assert os.sched_getaffinity(pool.worker_pids()[0]) == set(cpus)
