@@ -13,7 +13,9 @@ def defaults() -> ml_collections.ConfigDict:
     c.ray_address = ""               # ray: "" = private local instance, "auto" / "ray://head:10001" = a cluster
     c.ray_resource = ""              # ray: custom resource every rollout actor needs ("" = any node)
     c.num_workers = 2
-    c.pin_workers = True             # local: worker i and its hook process on CPU i (round-robin)
+    # local: worker i and its hook process on CPU i (round-robin over this process's CPUs); false
+    # where several pools share a host (each would start at the same CPUs)
+    c.pin_workers = True
     c.job_timeout_s = 1800.0
     c.max_job_retries = 2
     c.batch_size = 10
