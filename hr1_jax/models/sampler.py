@@ -123,10 +123,31 @@ def token_logprob(x: jax.Array, tok: jax.Array, x_max: jax.Array | None = None) 
     return (jnp.take_along_axis(x, tok[:, None], axis=-1)[:, 0] - m[:, 0]) - lse
 
 
+_ARGMAX_BLOCK = 128  # vocabulary ids per block of `max_and_argmax`
+
+
+def max_and_argmax(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(row max [B, 1], `jnp.argmax(x, -1)` [B]) of fp32 x [B, V] without NaNs: the max of each block
+    of 128 ids, the first block holding the row max, then the first id of it inside that block. One
+    pass over the vocabulary instead of a max pass plus a compare-and-min pass over all of it (which
+    also made XLA materialise the broadcast max for the log-prob's exp-sum)."""
+    b, v = x.shape
+    if v % _ARGMAX_BLOCK or v == _ARGMAX_BLOCK:
+        top = jnp.max(x, axis=-1, keepdims=True)
+        return top, fast_argmax(x, top)
+    blocks = x.reshape(b, v // _ARGMAX_BLOCK, _ARGMAX_BLOCK)
+    # the barrier keeps XLA from folding max(block max) back into a second pass over all of x
+    block_max = jax.lax.optimization_barrier(jnp.max(blocks, axis=-1))
+    top = jnp.max(block_max, axis=-1, keepdims=True)
+    first = fast_argmax(block_max, top)
+    inner = jnp.take_along_axis(blocks, first[:, None, None], axis=1)[:, 0]
+    return top, first * _ARGMAX_BLOCK + fast_argmax(inner, top)
+
+
 def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     """`jax.random.categorical(key, logits, axis=-1)` (the same Gumbel draw, so the same tokens
-    for a key) with `fast_argmax`."""
-    return fast_argmax(logits + jax.random.gumbel(key, logits.shape, logits.dtype))
+    for a key) with `max_and_argmax`."""
+    return max_and_argmax(logits + jax.random.gumbel(key, logits.shape, logits.dtype))[1]
 
 
 _CDF_BLOCK = 128  # vocabulary ids per block of the inverse-CDF search
@@ -218,8 +239,7 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
     def pick(logits, step):
         if greedy:
             logits = mask_padded_vocab(logits, valid_vocab_size)
-            top = jnp.max(logits, axis=-1, keepdims=True)
-            tok = fast_argmax(logits, top)
+            top, tok = max_and_argmax(logits)
             lp = token_logprob(logits, tok, top)
             return tok, lp, lp
         scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
@@ -234,25 +254,25 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
         step, done = carry[0], carry[4]
         return (step < n) & ~jnp.all(done)
 
+    # The carry holds the last l_win tokens rather than a window sliced out of the whole token buffer.
     def body(carry):
-        step, tokens, lps, slps, done, lengths, logits, cache = carry
+        step, tokens, lps, slps, done, lengths, window, logits, cache = carry
         tok, lp, slp = pick(logits, step)
         tok = jnp.where(done, pad_id, tok).astype(jnp.int32)
         tokens = tokens.at[:, step].set(tok)
         lps = lps.at[:, step].set(jnp.where(done, 0.0, lp))
         slps = slps.at[:, step].set(jnp.where(done, 0.0, slp))
         lengths = jnp.where(done, lengths, step + 1)
-        window = jax.lax.dynamic_slice_in_dim(
-            jnp.concatenate([jnp.full((b, l_win), -2, jnp.int32), tokens], axis=1), step + 1, l_win, axis=1)
+        window = jnp.concatenate([window[:, 1:], tok[:, None]], axis=1)
         hit = jnp.any(tok[:, None] == stop_ids[None, :], axis=-1) | _stop_seq_hit(window, stop_seqs)
         done = done | hit
         new_logits, cache = model(tok[:, None], cache=cache)
-        return step + 1, tokens, lps, slps, done, lengths, new_logits[:, -1], cache
+        return step + 1, tokens, lps, slps, done, lengths, window, new_logits[:, -1], cache
 
     zeros = jnp.zeros((b, n), jnp.float32)
     carry = (jnp.int32(0), jnp.full((b, n), pad_id, jnp.int32), zeros, zeros, jnp.zeros((b,), bool),
-             jnp.zeros((b,), jnp.int32), logits, cache)
-    _, tokens, lps, slps, done, lengths, _, _ = jax.lax.while_loop(cond, body, carry)
+             jnp.zeros((b,), jnp.int32), jnp.full((b, l_win), -2, jnp.int32), logits, cache)
+    _, tokens, lps, slps, done, lengths, _, _, _ = jax.lax.while_loop(cond, body, carry)
     return dict(tokens=tokens, logprobs=lps, sample_logprobs=slps, lengths=lengths, stopped=done)
 
 

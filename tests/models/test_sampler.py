@@ -2,7 +2,7 @@
 padding invariance, log-probs == recomputation with the model, stop tokens / stop strings, and
 padded vocabulary rows (model ids past the tokenizer) never sampled; the truncated (top-k/top-p)
 draw token-identical to the sorted reference with the same inverse-CDF draw, its frequencies, and
-the ends of its uniform."""
+the ends of its uniform; the blocked max + argmax equals the plain one."""
 import dataclasses
 
 import jax
@@ -13,8 +13,8 @@ from flax import nnx
 
 from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
-from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, process_logits,
-                                    step_uniforms)
+from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, max_and_argmax,
+                                    process_logits, step_uniforms)
 from hr1_jax.models.tokenizer import load_tokenizer
 from tests.models.numerics import reorder_tol
 from tests.models.test_fast_paths import NEG, _boundary, _logits as _fp_logits, _sorted_reference
@@ -324,3 +324,19 @@ def test_step_uniforms_are_the_per_step_draws():
     got = np.asarray(jax.jit(step_uniforms, static_argnums=(1, 2))(key, 33, 5))
     want = np.stack([np.asarray(jax.random.uniform(jax.random.fold_in(key, s), (5,), jnp.float32)) for s in range(33)])
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("v", [128, 300, 1024, 32000])
+def test_max_and_argmax_equals_max_and_first_argmax(v):
+    """The blocked (row max, argmax) is `jnp.max` and `jnp.argmax` (the first max) bit for bit: ties
+    inside and across blocks, -0.0 beside 0.0, a row of -inf, masked ids, and sizes that are not a
+    multiple of the block (the plain path)."""
+    x = jax.random.normal(jax.random.key(3), (8, v))
+    x = x.at[0, v - 1].set(9.0).at[0, v // 2].set(9.0)  # tie across blocks: the first one wins
+    x = x.at[1, 5].set(7.0).at[1, 6].set(7.0)            # tie inside a block
+    x = x.at[2].set(-0.0).at[2, v - 3].set(0.0)          # -0.0 == 0.0: the first of them
+    x = x.at[3].set(-jnp.inf)
+    x = x.at[4].set(jnp.where(jnp.arange(v) % 3 == 0, NEG, x[4]))
+    top, idx = jax.jit(max_and_argmax)(x)
+    np.testing.assert_array_equal(np.asarray(top)[:, 0], np.asarray(jnp.max(x, axis=-1)))
+    np.testing.assert_array_equal(np.asarray(idx), np.asarray(jnp.argmax(x, axis=-1)))
