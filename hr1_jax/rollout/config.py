@@ -13,9 +13,11 @@ def defaults() -> ml_collections.ConfigDict:
     c.ray_address = ""               # ray: "" = private local instance, "auto" / "ray://head:10001" = a cluster
     c.ray_resource = ""              # ray: custom resource every rollout actor needs ("" = any node)
     c.num_workers = 2
-    # local: worker i and its hook process on CPU i (round-robin over this process's CPUs); false
-    # where several pools share a host (each would start at the same CPUs)
-    c.pin_workers = True
+    # local: worker i and its hook process on CPU i (round-robin over this process's CPUs). A hook
+    # call then costs about half (bench_patch), and 1 worker beside its parent reran a group faster,
+    # but on 2 cores 2 pinned workers cannot step aside for the parent and were slower
+    # (benchmarks/README.md, reruns); several pools on one host would share the first CPUs.
+    c.pin_workers = False
     c.job_timeout_s = 1800.0
     c.max_job_retries = 2
     c.batch_size = 10

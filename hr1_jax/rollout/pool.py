@@ -292,9 +292,9 @@ class WorkerPool:
         self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
                       "timeouts": 0}
         pin = pin_workers if pin_workers is not None else bool(r.pin_workers if r else False)
-        # Worker slot i runs on CPU i (round-robin over this process's CPUs) with its hook process:
-        # a hook call is a strict ping-pong between the two, and on one CPU it needs no cross-CPU
-        # wake-up, which cost more than the call itself (benchmarks/README.md, reruns).
+        # Pinned, worker slot i runs on CPU i (round-robin over this process's CPUs) with its hook
+        # process: a hook call is a strict ping-pong between the two, and on one CPU it needs no
+        # cross-CPU wake-up (the trade-off: rollout.pin_workers in rollout/config.py).
         self._cpus = sorted(os.sched_getaffinity(0)) if pin and hasattr(os, "sched_getaffinity") else []
         self._workers = [self._start_worker(i) for i in range(self.num_workers)]
         self._thread = threading.Thread(target=self._dispatch_loop, name="hr1-pool", daemon=True)
