@@ -4,11 +4,13 @@ Prompts of different lengths are left-padded into one [B, P] batch (P bucketed t
 of compiled shapes); the model's cache tracks padding, so a prompt gives the same output alone or
 beside longer prompts. Each step draws from the temperature / top-k / top-p processed distribution
 with key `fold_in(key, step)`, so a fixed key gives identical samples. Top-k and top-p find their
-thresholds by bisection on the fp32 values' bit patterns (32 masked passes over the vocabulary, exact,
-no sort: a full sort of a 32K vocabulary was ~87% of a decode step); argmax uses a two-pass argmax.
+thresholds by bisection on fp32 bit patterns, exact and without a sort (a full sort of a 32K vocabulary
+was ~87% of a decode step): top-k on the logits (32 counting passes), top-p on the probabilities
+themselves (30 masked-sum passes that read only the probabilities). Argmax is a blocked max + argmax.
 Untruncated sampling (top_k = 0, top_p = 1) draws `jax.random.categorical`'s Gumbel tokens; a
-truncated distribution is drawn by inverse CDF with one uniform per row (`inverse_cdf_draw`: a
-block-sum pass plus one 128-wide block, instead of a full-vocabulary Gumbel tensor per step).
+truncated distribution is drawn by inverse CDF with one uniform per row (`draw_by_weight`: a
+block-sum pass plus one 128-wide block, instead of a full-vocabulary Gumbel tensor per step), and its
+exponentials are computed once per step for the nucleus, the draw and both log-probs.
 
 Two per-token log-probs are returned, both fp32, for the sampled token:
   * `logprobs`: log softmax(logits / T) - the temperature-scaled policy *before* top-k/top-p
@@ -97,14 +99,25 @@ def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
     return jnp.where(keys < kth[:, None], _NEG, logits)
 
 
-def top_p_mask(logits: jax.Array, top_p) -> jax.Array:
-    """Nucleus truncation without a sort: a token is kept iff the probability mass of the tokens
-    strictly above it is < top_p (the sorted-prefix rule: the smallest prefix of the descending
-    order whose mass reaches top_p, ties at the last kept value all kept, the top token always)."""
-    probs = jax.nn.softmax(logits, axis=-1)
-    keys = _sortable_keys(logits)
-    threshold = _bisect_keys(keys, lambda t: jnp.sum(jnp.where(keys > t, probs, 0.0), axis=-1) < top_p)
-    return jnp.where(keys < threshold[:, None], _NEG, logits)
+_ONE_BITS = 0x3F800000  # the bit pattern of fp32 1.0: non-negative floats order like their bits
+
+
+def nucleus_threshold(probs: jax.Array, top_p) -> jax.Array:
+    """Per row [B, 1], the smallest fp32 t with mass(probs > t) < top_p, for probabilities [B, V]
+    (each in [0, 1]): the nucleus is probs >= t. 30 halvings of [0, 1]'s bit patterns, each one
+    masked sum that reads the probabilities alone (no keys beside them: ~20% cheaper a pass)."""
+    lo = jnp.zeros(probs.shape[:-1], jnp.uint32)
+    hi = jnp.full(probs.shape[:-1], _ONE_BITS, jnp.uint32)  # mass(probs > 1) = 0 < top_p
+
+    def halve(_, bounds):
+        lo, hi = bounds
+        mid = lo + (hi - lo) // 2
+        t = jax.lax.bitcast_convert_type(mid, jnp.float32)[:, None]
+        ok = jnp.sum(jnp.where(probs > t, probs, 0.0), axis=-1) < top_p
+        return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
+
+    hi = jax.lax.fori_loop(0, _ONE_BITS.bit_length(), halve, (lo, hi))[1]
+    return jax.lax.bitcast_convert_type(hi, jnp.float32)[:, None]
 
 
 def fast_argmax(x: jax.Array, x_max: jax.Array | None = None) -> jax.Array:
@@ -171,16 +184,14 @@ def step_uniforms(key: jax.Array, steps: int, rows: int) -> jax.Array:
     return jax.vmap(draw)(jnp.arange(steps))
 
 
-def inverse_cdf_draw(u: jax.Array, logits: jax.Array, x_max: jax.Array | None = None) -> jax.Array:
-    """One token per row of fp32 logits [B, V] with probability softmax(logits) (ids at -1e30 have
-    weight exactly 0 and are never drawn), from ONE uniform per row, u [B] in [0, 1): u * total mass,
-    then the first id, in vocabulary order, whose cumulative weight exceeds it. The search is two-level -
-    the block whose running block-sum exceeds u, then the id inside that block - so the vocabulary is
-    read once (for the block sums) instead of once per noise draw and argmax. `x_max`: the row max
-    [B, 1], if known."""
-    b, v = logits.shape
+def draw_by_weight(u: jax.Array, w: jax.Array) -> jax.Array:
+    """One id per row of non-negative fp32 weights [B, V] (some positive in every row), with
+    probability w / sum(w), from one uniform per row u [B] in [0, 1): u * total weight, then the first
+    id, in vocabulary order, whose cumulative weight exceeds it. The search is two-level - the block
+    whose running block-sum exceeds u, then the id inside that block - so the vocabulary is read once
+    (for the block sums) instead of once per noise draw and argmax."""
+    b, v = w.shape
     nb = -(-v // _CDF_BLOCK)
-    w = jnp.exp(logits - (jnp.max(logits, axis=-1, keepdims=True) if x_max is None else x_max))
     w = jnp.pad(w, ((0, 0), (0, nb * _CDF_BLOCK - v))).reshape(b, nb, _CDF_BLOCK)
     block_sum = jnp.sum(w, axis=-1)
     running = jnp.cumsum(block_sum, axis=-1)                                  # [B, nb]
@@ -192,16 +203,43 @@ def inverse_cdf_draw(u: jax.Array, logits: jax.Array, x_max: jax.Array | None = 
     return blk * _CDF_BLOCK + _first_or_last(cdf > u[:, None], inner > 0)
 
 
+def truncate(scaled: jax.Array, top_k: int, top_p, use_top_p: bool):
+    """Top-k then top-p truncation of fp32 scaled logits [B, V] (temperature applied, padded
+    vocabulary at -1e30), without a sort. Top-p keeps a token iff the probability mass of the tokens
+    with a strictly larger probability is < top_p (the sorted-prefix rule: the smallest prefix of the
+    descending order whose mass reaches top_p, ties in probability at the last kept value all kept, the
+    top token always). Returns (truncated logits, dropped ids at -1e30; row max [B, 1]; weights
+    exp(truncated - max), dropped ids at 0; their sum before top-p [B, 1]): the exponentials are
+    computed once for the nucleus, the draw and both log-softmax sums."""
+    out = top_k_mask(scaled, top_k) if top_k > 0 else scaled
+    top = jnp.max(scaled, axis=-1, keepdims=True)  # truncation keeps the top token: out's max too
+    w = jnp.exp(out - top)
+    total = jnp.sum(w, axis=-1, keepdims=True)
+    if use_top_p:
+        probs = w / total  # softmax(out)
+        dropped = probs < nucleus_threshold(probs, top_p)
+        out, w = jnp.where(dropped, _NEG, out), jnp.where(dropped, 0.0, w)
+    return out, top, w, total
+
+
+def truncated_draw(u: jax.Array, scaled: jax.Array, top_k: int, top_p, use_top_p: bool):
+    """(token [B], logprob, sample_logprob) drawn by `draw_by_weight` from `truncate(scaled, ...)`
+    with one uniform per row: the draw from `process_logits`' output and its `token_logprob`s, from one
+    set of exponentials."""
+    _, top, w, total = truncate(scaled, top_k, top_p, use_top_p)
+    tok = draw_by_weight(u, w)
+    shifted = jnp.take_along_axis(scaled, tok[:, None], axis=-1)[:, 0] - top[:, 0]
+    lp = shifted - jnp.log(total[:, 0]) if top_k == 0 else token_logprob(scaled, tok, top)
+    return tok, lp, shifted - jnp.log(jnp.sum(w, axis=-1))
+
+
 def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p: bool,
                    valid_vocab_size: int | None = None):
     """fp32 logits [B, V] -> (scaled logits, truncated logits); masked entries are -1e30."""
     scaled = mask_padded_vocab(logits.astype(jnp.float32) / temperature, valid_vocab_size)
-    out = scaled
-    if top_k > 0:
-        out = top_k_mask(out, top_k)
-    if use_top_p:
-        out = top_p_mask(out, top_p)
-    return scaled, out
+    if top_k == 0 and not use_top_p:
+        return scaled, scaled
+    return scaled, truncate(scaled, top_k, top_p, use_top_p)[0]
 
 
 def _stop_seq_hit(window: jax.Array, stop_seqs: jax.Array) -> jax.Array:
@@ -242,13 +280,13 @@ def generate_tokens(graphdef, state, prompt_ids, prompt_mask, key, stop_ids, sto
             top, tok = max_and_argmax(logits)
             lp = token_logprob(logits, tok, top)
             return tok, lp, lp
-        scaled, trunc = process_logits(logits, temperature, top_k, top_p, use_top_p, valid_vocab_size)
-        if not truncated:  # Gumbel noise over the whole vocabulary, as `jax.random.categorical`
-            tok = categorical(jax.random.fold_in(key, step), trunc)
-            return tok, token_logprob(scaled, tok), token_logprob(trunc, tok)
-        top = jnp.max(scaled, axis=-1, keepdims=True)  # truncation keeps the top token: trunc's max too
-        tok = inverse_cdf_draw(uniforms[step], trunc, top)
-        return tok, token_logprob(scaled, tok, top), token_logprob(trunc, tok, top)
+        scaled = mask_padded_vocab(logits.astype(jnp.float32) / temperature, valid_vocab_size)
+        if truncated:
+            return truncated_draw(uniforms[step], scaled, top_k, top_p, use_top_p)
+        # untruncated: Gumbel noise over the whole vocabulary, as `jax.random.categorical`
+        tok = categorical(jax.random.fold_in(key, step), scaled)
+        lp = token_logprob(scaled, tok)
+        return tok, lp, lp
 
     def cond(carry):
         step, done = carry[0], carry[4]

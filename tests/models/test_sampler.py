@@ -13,8 +13,8 @@ from flax import nnx
 
 from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
-from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, inverse_cdf_draw, left_pad, max_and_argmax,
-                                    process_logits, step_uniforms)
+from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, draw_by_weight, left_pad, mask_padded_vocab,
+                                    max_and_argmax, process_logits, step_uniforms, token_logprob, truncated_draw)
 from hr1_jax.models.tokenizer import load_tokenizer
 from tests.models.numerics import reorder_tol
 from tests.models.test_fast_paths import NEG, _boundary, _logits as _fp_logits, _sorted_reference
@@ -259,6 +259,11 @@ def test_padded_vocab_logprobs_are_over_tokenizer_ids(padded):
 
 # --- the truncated draw: inverse CDF in vocabulary order with one uniform per row ---------------
 
+def inverse_cdf_draw(u, logits):
+    """The inverse-CDF draw from softmax(logits): `draw_by_weight` on exp(logits - max)."""
+    return draw_by_weight(u, jnp.exp(logits - jnp.max(logits, axis=-1, keepdims=True)))
+
+
 _draw = jax.jit(inverse_cdf_draw)
 
 
@@ -288,6 +293,41 @@ def test_truncated_tokens_identical_to_the_sorted_reference(v, valid, top_k, top
             kept = np.asarray(ours)[np.arange(x.shape[0]), tok] > NEG
             assert kept.all() and (valid is None or (tok < valid).all())
     assert compared >= 9  # most rows are off the boundary: the comparison is not vacuous
+
+
+@pytest.mark.parametrize("v,valid", [(300, None), (PADDED_VOCAB, TOKENIZER_SIZE)], ids=["v300", "v2176-padded"])
+@pytest.mark.parametrize("top_k,top_p", [(0, 0.95), (0, 0.5), (20, 1.0), (40, 0.9)])
+def test_truncated_draw_is_the_mask_then_the_draw(v, valid, top_k, top_p):
+    """The decode loop's `truncated_draw` (one set of exponentials for the nucleus, the draw and both
+    log-probs) gives the tokens of `process_logits`' mask + `inverse_cdf_draw`, which the test above
+    holds to the sorted reference, and the log-probs of `token_logprob` on them."""
+    draw = jax.jit(truncated_draw, static_argnums=(2, 4))
+    for seed in range(3):
+        scaled = mask_padded_vocab(_fp_logits(seed, v) / 0.7, valid)
+        mask = _truncate(scaled, 1.0, top_k, top_p, top_p < 1, None)[1]
+        u = jax.random.uniform(jax.random.key(seed), (scaled.shape[0],))
+        tok, lp, slp = draw(u, scaled, top_k, top_p, top_p < 1)
+        want = _draw(u, mask)
+        np.testing.assert_array_equal(np.asarray(tok), np.asarray(want))
+        # the same fp32 terms, fused differently by XLA: equal to a few ulps of the log-prob
+        np.testing.assert_allclose(np.asarray(lp), np.asarray(token_logprob(scaled, want)), rtol=2.0 ** -20, atol=0)
+        np.testing.assert_allclose(np.asarray(slp), np.asarray(token_logprob(mask, want)), rtol=2.0 ** -20, atol=0)
+
+
+def test_top_p_ties_in_probability_are_kept_together():
+    """Two distinct logits whose fp32 probabilities are equal are one value to the nucleus: a top_p
+    past the mass above them keeps both (by logit order the lower one would have the other's mass
+    above it and be dropped), and the next smaller probability is dropped."""
+    for a in np.float32([0.1, 0.05, 0.2, 0.01]):
+        b = np.nextafter(a, np.float32(1))
+        x = jnp.array([[3.0, b, a, -1.0, -1.0]], jnp.float32)
+        p = np.asarray(jax.nn.softmax(x, axis=-1))[0]
+        if p[1] == p[2]:
+            break
+    else:
+        pytest.fail("no fp32 logit pair with equal probabilities found")
+    out = process_logits(x, 1.0, 0, float(p[0] + p[1] / 2), True)[1]
+    np.testing.assert_array_equal(np.asarray(out)[0] > NEG, [True, True, True, False, False])
 
 
 def test_inverse_cdf_draw_frequencies_follow_the_distribution():
