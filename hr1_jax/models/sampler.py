@@ -237,8 +237,6 @@ def process_logits(logits: jax.Array, temperature, top_k: int, top_p, use_top_p:
                    valid_vocab_size: int | None = None):
     """fp32 logits [B, V] -> (scaled logits, truncated logits); masked entries are -1e30."""
     scaled = mask_padded_vocab(logits.astype(jnp.float32) / temperature, valid_vocab_size)
-    if top_k == 0 and not use_top_p:
-        return scaled, scaled
     return scaled, truncate(scaled, top_k, top_p, use_top_p)[0]
 
 
