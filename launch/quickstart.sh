@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/setup.sh "test,alfworld,eval"
 WORKDIR="${WORKDIR:-runs/demo}"
+source launch/host_env.sh
 exec .venv/bin/hr1 demo --config=configs/demo.py --workdir="$WORKDIR" "$@"

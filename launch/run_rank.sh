@@ -8,6 +8,7 @@ if [ $# -lt 2 ]; then
   sed -n '2,5p' "$0"; exit 2
 fi
 LOG_DIR=$1; shift
+source "$(dirname "$0")/host_env.sh"
 export HR1_RANK="${HR1_RANK:-${SLURM_PROCID:-${TPU_WORKER_ID:-0}}}"
 LOG="$LOG_DIR/rank$HR1_RANK.log"
 mkdir -p "$LOG_DIR"
