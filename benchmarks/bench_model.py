@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_model.py [--configs tiny,demo,20m] [--repeats 5]
         [--batch 8] [--seq 512] [--prompt 64] [--decode 8x128,16x512] [--peak-tflops X]
-        [--skip-train | --skip-decode]
+        [--skip-train | --skip-decode] [--malloc hugepages|default]
 
 For each config: the model is built here, exported with `save_hf_checkpoint` and loaded by
 `AutoModelForCausalLM` (so both sides use identical weights; the max |Δlogits| is printed as a
@@ -19,8 +19,10 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
   attention, no cache): the floor of a greedy step that attention and cache work cannot lower.
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
-jnp.dot and torch.matmul on fp32 2048^3 (median of 5), before and after the configs; train GFLOP/s is
-then shown as % of that peak. The 1-minute load average (`/proc/loadavg`) is printed at start and end.
+jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
+then shown as % of that peak. Both frameworks run under glibc malloc on transparent huge pages, as
+the launch scripts run jobs (`hr1_jax.utils.host_env`: the script re-execs itself with the tunable);
+`--malloc default` measures plain malloc. The 1-minute load average (`/proc/loadavg`) is printed at start and end.
 Results are printed as markdown tables (benchmarks/README.md's model tables come from one run) and one
 JSON line.
 
@@ -45,6 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from hr1_jax.utils.host_env import hugepage_malloc_requested, reexec_with_hugepage_malloc  # noqa: E402
+
 
 def _threads_from_argv(argv) -> int:
     for i, a in enumerate(argv):
@@ -54,6 +58,19 @@ def _threads_from_argv(argv) -> int:
             return int(argv[i + 1])
     return 0
 
+
+def _malloc_from_argv(argv) -> str:
+    for i, a in enumerate(argv):
+        if a.startswith("--malloc="):
+            return a.split("=", 1)[1]
+        if a == "--malloc" and i + 1 < len(argv):
+            return argv[i + 1]
+    return "hugepages"
+
+
+# glibc reads its tunables at process start: re-exec under them before anything allocates.
+if __name__ == "__main__" and _malloc_from_argv(sys.argv) == "hugepages":
+    reexec_with_hugepage_malloc()
 
 # Equal CPU budgets for both frameworks: XLA's thread pool must be sized before jax is imported.
 THREADS = _threads_from_argv(sys.argv)
@@ -69,7 +86,7 @@ from flax import nnx  # noqa: E402
 
 from hr1_jax import parallel  # noqa: E402
 from hr1_jax.models import ModelConfig, build_model, save_hf_checkpoint  # noqa: E402
-from hr1_jax.models.flops import decode_flops_per_token, flops_per_token, param_count  # noqa: E402
+from hr1_jax.models.flops import flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
@@ -131,17 +148,23 @@ def load_avg() -> float:
         return float(f.read().split()[0])
 
 
-def matmul_peak_gflops(repeats: int = 5, n: int = 2048) -> dict:
-    """fp32 n^3 matmul GFLOP/s (median of `repeats`) of jnp.dot and, if installed, torch.matmul."""
-    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    dot = jax.jit(jnp.dot)
-    out = {"jax": 2 * n ** 3 / median_time(lambda: dot(a, a).block_until_ready(), repeats) / 1e9}
-    try:
-        import torch
-    except ImportError:
-        return out
-    t = torch.randn(n, n)
-    out["torch"] = 2 * n ** 3 / median_time(lambda: torch.matmul(t, t), repeats) / 1e9
+def matmul_peak_gflops(repeats: int = 5, sizes=(1024, 2048)) -> dict:
+    """fp32 n^3 matmul GFLOP/s of jnp.dot and, if installed, torch.matmul: per framework the best of
+    the `sizes` (median of `repeats` each), since on a small-cache CPU the largest is not always the
+    fastest."""
+    out = {}
+    for n in sizes:
+        a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+        dot = jax.jit(jnp.dot)
+        rate = 2 * n ** 3 / median_time(lambda: dot(a, a).block_until_ready(), repeats) / 1e9
+        out["jax"] = max(out.get("jax", 0.0), rate)
+        try:
+            import torch
+        except ImportError:
+            continue
+        t = torch.randn(n, n)
+        rate = 2 * n ** 3 / median_time(lambda: torch.matmul(t, t), repeats) / 1e9
+        out["torch"] = max(out.get("torch", 0.0), rate)
     return out
 
 
@@ -322,6 +345,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads for both frameworks (1 = single-threaded XLA and torch; 0 = defaults)")
+    ap.add_argument("--malloc", choices=("hugepages", "default"), default="hugepages",
+                    help="glibc malloc on transparent huge pages (as the launch scripts run jobs) or plain")
     args = ap.parse_args(argv)
     args.decode = [tuple(int(x) for x in p.split("x")) for p in args.decode.split(",") if p]
     if args.threads:
@@ -332,7 +357,8 @@ def main(argv=None) -> int:
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind}; peak "
           + (f"{peak} TFLOP/s" if peak else f"measured fp32 matmul GFLOP/s {measured}")
           + f"; train batch {args.batch} seq {args.seq}; decode prompt {args.prompt}, points {args.decode}; medians "
-          f"of {args.repeats}; threads {args.threads or 'default'}; load {load_avg():.2f}", flush=True)
+          f"of {args.repeats}; threads {args.threads or 'default'}; huge-page malloc "
+          f"{'on' if hugepage_malloc_requested() else 'off'}; load {load_avg():.2f}", flush=True)
     rows = []
     for name in args.configs.split(","):
         peak_gflops = peak * 1e3 if peak else max(measured.values())
