@@ -50,30 +50,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from hr1_jax.utils.host_env import hugepage_malloc_requested, reexec_with_hugepage_malloc  # noqa: E402
 
 
-def _threads_from_argv(argv) -> int:
+def _flag_from_argv(argv, name: str, default: str) -> str:
+    """The value of `--name V` / `--name=V` in argv, read before argparse runs (for settings that
+    must take effect before jax is imported)."""
     for i, a in enumerate(argv):
-        if a.startswith("--threads="):
-            return int(a.split("=", 1)[1])
-        if a == "--threads" and i + 1 < len(argv):
-            return int(argv[i + 1])
-    return 0
-
-
-def _malloc_from_argv(argv) -> str:
-    for i, a in enumerate(argv):
-        if a.startswith("--malloc="):
+        if a.startswith(f"--{name}="):
             return a.split("=", 1)[1]
-        if a == "--malloc" and i + 1 < len(argv):
+        if a == f"--{name}" and i + 1 < len(argv):
             return argv[i + 1]
-    return "hugepages"
+    return default
 
 
 # glibc reads its tunables at process start: re-exec under them before anything allocates.
-if __name__ == "__main__" and _malloc_from_argv(sys.argv) == "hugepages":
+if __name__ == "__main__" and _flag_from_argv(sys.argv, "malloc", "hugepages") == "hugepages":
     reexec_with_hugepage_malloc()
 
 # Equal CPU budgets for both frameworks: XLA's thread pool must be sized before jax is imported.
-THREADS = _threads_from_argv(sys.argv)
+THREADS = int(_flag_from_argv(sys.argv, "threads", "0"))
 if THREADS == 1:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_cpu_multi_thread_eigen=false").strip()
@@ -152,19 +145,20 @@ def matmul_peak_gflops(repeats: int = 5, sizes=(1024, 2048)) -> dict:
     """fp32 n^3 matmul GFLOP/s of jnp.dot and, if installed, torch.matmul: per framework the best of
     the `sizes` (median of `repeats` each), since on a small-cache CPU the largest is not always the
     fastest."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    dot = jax.jit(jnp.dot)
     out = {}
     for n in sizes:
         a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-        dot = jax.jit(jnp.dot)
-        rate = 2 * n ** 3 / median_time(lambda: dot(a, a).block_until_ready(), repeats) / 1e9
-        out["jax"] = max(out.get("jax", 0.0), rate)
-        try:
-            import torch
-        except ImportError:
-            continue
-        t = torch.randn(n, n)
-        rate = 2 * n ** 3 / median_time(lambda: torch.matmul(t, t), repeats) / 1e9
-        out["torch"] = max(out.get("torch", 0.0), rate)
+        runs = {"jax": lambda: dot(a, a).block_until_ready()}
+        if torch is not None:
+            t = torch.randn(n, n)
+            runs["torch"] = lambda: torch.matmul(t, t)
+        for name, run in runs.items():
+            out[name] = max(out.get(name, 0.0), 2 * n ** 3 / median_time(run, repeats) / 1e9)
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping, Sequence
+from typing import Mapping
 
 TUNABLE = "glibc.malloc.hugetlb=1"
 _KEY = "glibc.malloc.hugetlb="
@@ -34,13 +34,13 @@ def hugepage_malloc_requested(env: Mapping[str, str] | None = None) -> bool:
     return TUNABLE in tunables.split(":")
 
 
-def reexec_with_hugepage_malloc(argv: Sequence[str] | None = None) -> None:
-    """Replace this process with the same script under `with_hugepage_malloc(os.environ)`, unless
+def reexec_with_hugepage_malloc() -> None:
+    """Replace this process with the same script and arguments under `with_hugepage_malloc`, unless
     its environment already sets the tunable (then return). For scripts only, before heavy imports:
     the process image is replaced."""
-    if _KEY in os.environ.get("GLIBC_TUNABLES", ""):
+    env = with_hugepage_malloc(os.environ)
+    if env.get("GLIBC_TUNABLES") == os.environ.get("GLIBC_TUNABLES"):
         return
-    argv = list(sys.argv if argv is None else argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *argv], with_hugepage_malloc(os.environ))
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
