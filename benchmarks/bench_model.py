@@ -16,7 +16,11 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
   `generate` (KV cache, min_new_tokens = max_new_tokens so both produce the same count); top-p is
   reported as its time over our greedy time at the same point; beside them, the greedy and HF time per
   new token (prefill included) and our LM head alone at the step's shape ([B, hidden] x head, no
-  attention, no cache): the floor of a greedy step that attention and cache work cannot lower.
+  attention, no cache): the floor of a greedy step that attention and cache work cannot lower; and the
+  step's bandwidth floor: the bytes a step must read (`flops.decode_bytes_per_step`: weights, head,
+  the KV slots the segmented cache attends, GDN state) over the fastest streaming read an XLA kernel
+  reached in the same run (`stream_gbps`, before and after the configs), since a decode step at these
+  batch sizes is bound by memory traffic, not FLOPs.
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
@@ -79,7 +83,7 @@ from flax import nnx  # noqa: E402
 
 from hr1_jax import parallel  # noqa: E402
 from hr1_jax.models import ModelConfig, build_model, save_hf_checkpoint  # noqa: E402
-from hr1_jax.models.flops import flops_per_token, param_count  # noqa: E402
+from hr1_jax.models.flops import decode_bytes_per_step, flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
@@ -160,6 +164,18 @@ def matmul_peak_gflops(repeats: int = 5, sizes=(1024, 2048)) -> dict:
         for name, run in runs.items():
             out[name] = max(out.get(name, 0.0), 2 * n ** 3 / median_time(run, repeats) / 1e9)
     return out
+
+
+STREAM_MB = 256  # fp32 array the streaming probe reads: far beyond any CPU cache
+
+
+def stream_gbps(repeats: int = 5, passes: int = 4) -> float:
+    """GB/s of a jitted XLA reduction streaming a STREAM_MB fp32 array `passes` times (median of
+    `repeats`): the fastest the device's memory feeds an XLA kernel, the denominator of decode's
+    bandwidth floor. Each pass scales by its index, so XLA cannot fold the passes into one."""
+    a = jnp.ones((STREAM_MB << 18,), jnp.float32)
+    read = jax.jit(lambda a: jax.lax.fori_loop(0, passes, lambda i, s: s + jnp.sum(a * i.astype(a.dtype)), 0.0))
+    return passes * a.nbytes / median_time(lambda: read(a).block_until_ready(), repeats) / 1e9
 
 
 def make_batch(vocab: int, batch: int, seq: int) -> dict[str, np.ndarray]:
@@ -285,7 +301,10 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
             tokens = point[0] * point[1]
             d = {"batch": point[0], "new_tokens": point[1], "greedy_tok_s": tokens / t["greedy"],
                  "top_p_tok_s": tokens / t["top_p"], "top_p_over_greedy": t["top_p"] / t["greedy"],
-                 "greedy_step_ms": t["greedy"] / point[1] * 1e3, "head_ms": t["head"] / HEAD_CALLS * 1e3}
+                 "greedy_step_ms": t["greedy"] / point[1] * 1e3, "head_ms": t["head"] / HEAD_CALLS * 1e3,
+                 "read_mb_per_step": decode_bytes_per_step(cfg, point[0], args.prompt, point[1],
+                                                           jnp.dtype(cfg.param_dtype).itemsize,
+                                                           jnp.dtype(cfg.dtype).itemsize) / 1e6}
             if theirs:
                 d.update(hf_tok_s=tokens / t["hf_greedy"], ratio=t["hf_greedy"] / t["greedy"],
                          ratio_pairwise=t["pairwise"]["hf_greedy"], hf_step_ms=t["hf_greedy"] / point[1] * 1e3)
@@ -294,7 +313,7 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
     return row
 
 
-def print_tables(rows, args, peak_gflops) -> None:
+def print_tables(rows, args, peak_gflops, stream: float) -> None:
     if not args.skip_train:
         print(f"\n**Train step** [{args.batch} x {args.seq}] CE + AdamW, medians of {args.repeats}, interleaved"
               + (f"; peak {peak_gflops:.0f} GFLOP/s (fp32 matmul, this run)" if peak_gflops else ""))
@@ -310,17 +329,19 @@ def print_tables(rows, args, peak_gflops) -> None:
                   f"| {r['ours_train_gflops']:.1f} | {frac} | {tg} | {r['load_start']:.1f}-{r['load_end']:.1f} |")
     if not args.skip_decode:
         print(f"\n**Decode** (prompt {args.prompt}, prefill included; top-p 0.95 at T 0.7), tok/s, medians of "
-              f"{args.repeats}, interleaved")
+              f"{args.repeats}, interleaved; bandwidth floor = bytes a step must read / {stream:.1f} GB/s (the "
+              "fastest XLA streaming read of this run)")
         print("| config | B x new | ours greedy | ours top-p | top-p / greedy time | HF greedy | ours/HF (pairwise) "
-              "| ms/step ours / HF | LM head alone ms | load |")
-        print("|---|---|--:|--:|--:|--:|--:|--:|--:|--|")
+              "| ms/step ours / HF | bandwidth floor ms (MB/step) | LM head alone ms | load |")
+        print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--|")
         for r in rows:
             for d in r["decode"]:
                 hf = (f"{d['hf_tok_s']:,.0f} | {d['ratio']:.2f} ({d['ratio_pairwise']:.2f})" if "hf_tok_s" in d
                       else "- | -")
                 steps = f"{d['greedy_step_ms']:.3f} / " + (f"{d['hf_step_ms']:.3f}" if "hf_step_ms" in d else "-")
                 print(f"| {r['config']} | {d['batch']} x {d['new_tokens']} | {d['greedy_tok_s']:,.0f} "
-                      f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} | {d['head_ms']:.3f} "
+                      f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} "
+                      f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) | {d['head_ms']:.3f} "
                       f"| {r['load_start']:.1f}-{r['load_end']:.1f} |")
 
 
@@ -348,11 +369,13 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     peak = peak_tflops(args.peak_tflops)
     measured = None if peak else matmul_peak_gflops()
+    stream = stream_gbps()
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind}; peak "
           + (f"{peak} TFLOP/s" if peak else f"measured fp32 matmul GFLOP/s {measured}")
           + f"; train batch {args.batch} seq {args.seq}; decode prompt {args.prompt}, points {args.decode}; medians "
           f"of {args.repeats}; threads {args.threads or 'default'}; huge-page malloc "
-          f"{'on' if hugepage_malloc_requested() else 'off'}; load {load_avg():.2f}", flush=True)
+          f"{'on' if hugepage_malloc_requested() else 'off'}; streaming read {stream:.1f} GB/s; load {load_avg():.2f}",
+          flush=True)
     rows = []
     for name in args.configs.split(","):
         peak_gflops = peak * 1e3 if peak else max(measured.values())
@@ -365,8 +388,14 @@ def main(argv=None) -> int:
         for r in rows:  # % of the best peak seen in the run
             if "ours_train_gflops" in r:
                 r["ours_train_peak_frac"] = r["ours_train_gflops"] / max(measured.values())
-    print_tables(rows, args, peak * 1e3 if peak else max(measured.values()))
-    print("BENCH_MODEL " + json.dumps({"peak_gflops": measured, "rows": rows}))
+    stream_after = stream_gbps()
+    print(f"streaming read GB/s after: {stream_after:.1f}")
+    stream = max(stream, stream_after)
+    for r in rows:  # against the best streaming rate seen in the run
+        for d in r.get("decode", []):
+            d["floor_ms"] = d["read_mb_per_step"] / stream
+    print_tables(rows, args, peak * 1e3 if peak else max(measured.values()), stream)
+    print("BENCH_MODEL " + json.dumps({"peak_gflops": measured, "stream_gbps": stream, "rows": rows}))
     return 0
 
 

@@ -13,6 +13,8 @@ Writing past `max_len` slots is not checked inside jit (the sampler sizes the ca
 """
 from __future__ import annotations
 
+import bisect
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -30,6 +32,13 @@ def segment_bounds(max_len: int) -> tuple[tuple[int, int], ...]:
         bounds.append((lo, hi))
         lo = hi
     return tuple(bounds)
+
+
+def slots_read(max_len: int, filled: int) -> int:
+    """Slots a one-token step reads per row and KV head with `filled` slots written: every segment up
+    to the one holding slot `filled - 1` (`attention.cached_attention`'s rule), for byte rooflines."""
+    ends = [hi for _, hi in segment_bounds(max_len)]
+    return ends[min(bisect.bisect_left(ends, filled), len(ends) - 1)]
 
 
 @struct.dataclass

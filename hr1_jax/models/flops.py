@@ -1,4 +1,5 @@
-"""Analytic parameter and FLOP counts for the engineer models (for MFU = achieved / peak FLOP/s).
+"""Analytic parameter, FLOP and byte counts for the engineer models (for MFU = achieved / peak
+FLOP/s, and for decode's bandwidth floor = bytes read per step / the machine's streaming rate).
 
 Counts multiply-adds as 2 FLOPs, matmuls only (norms, activations, RoPE and softmax are ignored,
 as MaxText/PaLM-style MFU does). Training = forward + backward = 3x the forward FLOPs (no remat
@@ -7,6 +8,8 @@ context (seq_len + 1) / 2 per token. Gated DeltaNet is counted for the chunked (
 with chunk C = min(gdn_chunk_size, seq_len).
 """
 from __future__ import annotations
+
+from hr1_jax.models.cache import slots_read
 
 
 def _conv_dim(cfg) -> int:
@@ -68,3 +71,26 @@ def decode_flops_per_token(cfg, context_len: int) -> float:
             f += cfg.linear_num_value_heads * 8.0 * cfg.linear_key_head_dim * cfg.linear_value_head_dim
             f += 2.0 * _conv_dim(cfg) * cfg.linear_conv_kernel_dim
     return f
+
+
+def decode_bytes_per_step(cfg, batch: int, prompt_len: int, new_tokens: int, param_bytes: int = 4,
+                          cache_bytes: int = 4) -> float:
+    """Bytes a one-token decode step must read, averaged over `new_tokens` steps after a
+    `prompt_len`-token prefill at `batch` rows: every matmul weight and the LM head once (the weights
+    are shared by the rows; the embedding gather reads `batch` rows only), the KV slots the segmented
+    cache attends (`cache.slots_read`: up to ~2x the written ones), and each GDN layer's recurrent
+    state and conv window, read and written. Norm vectors, activations and logits are left out
+    (small next to these at decode shapes), so this is a lower bound on the traffic."""
+    e, max_len = cfg.hidden_size, prompt_len + new_tokens
+    weights = sum(layer_params(cfg, kind) for kind in cfg.layer_types) + cfg.vocab_size * e + batch * e
+    per_step = float(weights * param_bytes)
+    full = sum(kind == "full_attention" for kind in cfg.layer_types)
+    per_slot = 2 * batch * cfg.num_kv_heads * cfg.head_dim * cache_bytes  # keys and values
+    slots = sum(slots_read(max_len, prompt_len + s + 1) for s in range(new_tokens)) / max(new_tokens, 1)
+    per_step += full * per_slot * slots
+    gdn = len(cfg.layer_types) - full
+    if gdn:
+        state = cfg.linear_num_value_heads * cfg.linear_key_head_dim * cfg.linear_value_head_dim
+        conv = (cfg.linear_conv_kernel_dim - 1) * _conv_dim(cfg)
+        per_step += gdn * 2 * batch * (state + conv) * 4  # fp32, read and written
+    return per_step

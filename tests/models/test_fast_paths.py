@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hr1_jax.models import attention
-from hr1_jax.models.cache import SEGMENT_MIN, KVCache, segment_bounds
+from hr1_jax.models.cache import SEGMENT_MIN, KVCache, segment_bounds, slots_read
 from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
 from hr1_jax.models.sampler import categorical, fast_argmax, process_logits, token_logprob
 from tests.models.numerics import reorder_tol
@@ -137,6 +137,22 @@ def test_segmented_cache_attention_equals_attention_over_the_whole_cache(t):
         seen = np.asarray(jnp.any(valid[:, None, :] & (jnp.arange(s)[None, None] <= slots[None, :, None]), -1))
         np.testing.assert_allclose(np.asarray(step(slots, valid, filled))[seen], np.asarray(ref)[seen],
                                    atol=reorder_tol(float(jnp.abs(v).max()), s))
+
+
+def test_a_decode_step_reads_exactly_slots_read_slots():
+    """`slots_read` (the bandwidth floor's KV count) is what a one-token step really reads: a NaN
+    value in the last slot it counts reaches the output (an unread slot's probability is 0, but
+    0 * NaN is NaN), one in the first slot past it does not."""
+    b, s, h, kvh, d = 1, 300, 2, 1, 4   # segments 64, 64, 128, 44
+    q, k, v = _qkv(b, s, h, kvh, d, seed=6)
+    step = jax.jit(lambda c, f: attention.cached_attention(q[:, :1], c.k, c.v, jnp.array([f - 1]),
+                                                           jnp.arange(s)[None] < f, f, 1024))
+    for filled in (1, 64, 65, 128, 129, 256, 257, 300):
+        n = slots_read(s, filled)
+        assert filled <= n <= s
+        assert bool(jnp.isnan(step(_segmented(k, v.at[:, :, n - 1].set(jnp.nan), s), filled)).any())
+        if n < s:
+            assert bool(jnp.isfinite(step(_segmented(k, v.at[:, :, n].set(jnp.nan), s), filled)).all())
 
 
 @pytest.mark.parametrize("t,index", [(1, 0), (1, 63), (1, 64), (1, 299), (7, 0), (7, 60), (7, 250), (300, 0)])
