@@ -20,7 +20,8 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
   step's bandwidth floor: the bytes a step must read (`flops.decode_bytes_per_step`: weights, head,
   the KV slots the segmented cache attends, GDN state) over the fastest streaming read an XLA kernel
   reached in the same run (`stream_gbps`, before and after the configs), since a decode step at these
-  batch sizes is bound by memory traffic, not FLOPs.
+  batch sizes is bound by memory traffic, not FLOPs (a true floor once a step's bytes exceed the
+  last-level cache, as the 20m model's do on a CPU; smaller models' steps can run from cache).
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
