@@ -59,12 +59,33 @@ def unpack(dest: Path | None = None, archive: Path = ARCHIVE) -> Path:
     return dest
 
 
+def checked_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The archive's members, refusing anything but plain files and folders under ROOT_NAME/.
+
+    The shipped archive holds only such files; this keeps an altered one from writing outside the
+    destination (absolute names, `..`, links, devices) on interpreters without tarfile filters.
+    """
+    members = tar.getmembers()
+    for m in members:
+        parts = Path(m.name).parts
+        if not (m.isreg() or m.isdir()) or Path(m.name).is_absolute() or ".." in parts \
+                or not parts or parts[0] != ROOT_NAME:
+            raise ValueError(f"ALFWorld archive holds an unsafe member: {m.name!r} "
+                             f"(only files and folders under {ROOT_NAME}/ are allowed)")
+        m.mode &= 0o755     # no setuid/setgid/sticky or world-writable bits from the archive
+    return members
+
+
 def _extract(dest: Path, archive: Path, digest: str) -> None:
     tmp = dest / f".tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.monotonic()
-    with tarfile.open(archive, "r:xz") as tar:
-        tar.extractall(tmp, filter="data")
+    with tarfile.open(archive, "r:*") as tar:
+        members = checked_members(tar)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp, members=members, filter="data")
+        else:   # CPython 3.11.0-3.11.3 (e.g. Debian 12's 3.11.2) has no extraction filters
+            tar.extractall(tmp, members=members)
     (dest / STAMP).unlink(missing_ok=True)
     shutil.rmtree(dest / ROOT_NAME, ignore_errors=True)
     os.replace(tmp / ROOT_NAME, dest / ROOT_NAME)

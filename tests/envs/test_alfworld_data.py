@@ -1,7 +1,9 @@
 """ALFWorld without the engine: shipped data, splits, identity, goal parsing, action matching,
 surface translation, observation trackers and the scripted target's message handling."""
 import hashlib
+import io
 import json
+import tarfile
 
 import pytest
 
@@ -22,6 +24,53 @@ def test_unpack_is_idempotent_and_stamped(root):
     assert unpack.is_unpacked(root, unpack.archive_sha256())
     assert unpack.unpack() == root          # second call: stamp matches, nothing to do
     assert len(list((root / unpack.ROOT_NAME).glob("*/*/*/game.tw-pddl"))) == 4027
+
+
+def _tar(path, members):
+    """A small tar at `path`: (name, kind) with kind 'file', 'dir' or 'symlink'."""
+    with tarfile.open(path, "w") as tar:
+        for name, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tar.addfile(info)
+            else:
+                data = name.encode()
+                info.size, info.mode = len(data), 0o4777
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("with_filters", [True, False])
+def test_unpack_works_with_and_without_tarfile_filters(tmp_path, monkeypatch, with_filters):
+    # Without filters = CPython 3.11.0-3.11.3 (Debian 12's python3.11), where extractall(filter=) fails.
+    if not with_filters:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    archive = _tar(tmp_path / "games.tar", [(unpack.ROOT_NAME, "dir"),
+                                            (f"{unpack.ROOT_NAME}/a/game.tw-pddl", "file")])
+    dest = unpack.unpack(tmp_path / "out", archive=archive)
+    game = dest / unpack.ROOT_NAME / "a" / "game.tw-pddl"
+    assert game.read_text() == f"{unpack.ROOT_NAME}/a/game.tw-pddl"
+    assert game.stat().st_mode & 0o7777 == 0o755     # setuid and world-write bits dropped
+    assert unpack.is_unpacked(dest, unpack.archive_sha256(archive))
+
+
+@pytest.mark.parametrize("bad", [f"{unpack.ROOT_NAME}/../escaped", "/tmp/absolute", "elsewhere/x"])
+def test_unpack_refuses_members_outside_the_game_tree(tmp_path, monkeypatch, bad):
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    archive = _tar(tmp_path / "bad.tar", [(f"{unpack.ROOT_NAME}/ok", "file"), (bad, "file")])
+    with pytest.raises(ValueError, match="unsafe member"):
+        unpack.unpack(tmp_path / "out", archive=archive)
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "out" / unpack.STAMP).exists()
+
+
+def test_unpack_refuses_links(tmp_path):
+    archive = _tar(tmp_path / "link.tar", [(f"{unpack.ROOT_NAME}/passwd", "symlink")])
+    with pytest.raises(ValueError, match="unsafe member"):
+        unpack.unpack(tmp_path / "out", archive=archive)
 
 
 def test_split_sizes_match_the_shipped_lists(root):
