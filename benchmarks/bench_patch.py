@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -201,6 +203,15 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def interpreter_line() -> str:
+    """Which CPython ran: hook and validation costs are interpreter-bound (an optimised build is
+    ~25% faster on parse/compile/loops), so a figure is only comparable with its build."""
+    args = sysconfig.get_config_var("CONFIG_ARGS") or ""
+    flags = ", ".join(f"{f} {'yes' if f in args else 'no'}" for f in ("--enable-optimizations", "--with-lto"))
+    return (f"python {platform.python_version()} at {sys.executable} (configure: {flags}; distribution "
+            f"builds such as Debian's apply PGO/LTO without these flags)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
@@ -208,6 +219,7 @@ def main() -> int:
     args = ap.parse_args()
 
     print(f"load average before: {_load()}")
+    print(interpreter_line())
     demo = json.loads((REF / "demo/artifacts/patch.json").read_text())
     states = json.loads((REF / "demo/artifacts/replay_states.json").read_text())["scenarios"]
     web = bench_hook("webshop demo on_before_action (3 replay states)", demo, "on_before_action",
