@@ -27,7 +27,8 @@ Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a 
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
 then shown as % of that peak. Both frameworks run under glibc malloc on transparent huge pages, as
 the launch scripts run jobs (`hr1_jax.utils.host_env`: the script re-execs itself with the tunable);
-`--malloc default` measures plain malloc. The 1-minute load average (`/proc/loadavg`) is printed at start and end.
+`--malloc default` measures plain malloc. The 1-minute load average (`/proc/loadavg`) is printed at start and end,
+and each table row's load column adds the steal share of all CPU time while that config was timed.
 Results are printed as markdown tables (benchmarks/README.md's model tables come from one run) and one
 JSON line.
 
@@ -88,6 +89,7 @@ from hr1_jax.models.flops import decode_bytes_per_step, flops_per_token, param_c
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
+from machine_state import CpuWindow, format_share, load_1min, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 CONFIGS = {
     # the `hr1 demo` engineer (configs/demo.py): 0.5M parameters, tied embeddings
@@ -139,11 +141,6 @@ def interleaved(fns: dict, repeats: int) -> dict:
     out = {k: statistics.median(v) for k, v in times.items()}
     out["pairwise"] = {k: statistics.median(t / f for t, f in zip(v, times[first])) for k, v in times.items()}
     return out
-
-
-def load_avg() -> float:
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
 
 
 def matmul_peak_gflops(repeats: int = 5, sizes=(1024, 2048)) -> dict:
@@ -282,7 +279,8 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
             save_hf_checkpoint(model, cfg, d)
             theirs, max_diff = torch_fns(d, cfg, args, model)
     ours = ours_fns(cfg, model, args)
-    row = {"config": name, "params": n_params, "max_abs_logit_diff": max_diff, "load_start": load_avg()}
+    row = {"config": name, "params": n_params, "max_abs_logit_diff": max_diff, "load_start": load_1min()}
+    window = CpuWindow()
     if not args.skip_train:
         t = interleaved({"ours": ours["train"], **({"torch": theirs["train"]} if theirs else {})}, args.repeats)
         fpt = flops_per_token(cfg, args.seq, training=True)
@@ -310,8 +308,15 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
                 d.update(hf_tok_s=tokens / t["hf_greedy"], ratio=t["hf_greedy"] / t["greedy"],
                          ratio_pairwise=t["pairwise"]["hf_greedy"], hf_step_ms=t["hf_greedy"] / point[1] * 1e3)
             row["decode"].append(d)
-    row["load_end"] = load_avg()
+    row["load_end"], row["steal"] = load_1min(), window.steal()
     return row
+
+
+def load_cell(row: dict) -> str:
+    """A table's load column: the 1-minute load average at the config's start and end, and the steal
+    share of all CPU time while it was timed (other guests of the VM host: see machine_state)."""
+    loads = "n/a" if row["load_start"] is None else f"{row['load_start']:.1f}-{row['load_end']:.1f}"
+    return f"{loads}, steal {format_share(row['steal'])}"
 
 
 def print_tables(rows, args, peak_gflops, stream: float) -> None:
@@ -327,7 +332,7 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
                           if "torch_train_tok_s" in r else "- | -")
             tg = f"{r['torch_train_gflops']:.1f}" if "torch_train_gflops" in r else "-"
             print(f"| {r['config']} | {r['params'] / 1e6:.2f}M | {r['ours_train_tok_s']:,.0f} | {torch_part} "
-                  f"| {r['ours_train_gflops']:.1f} | {frac} | {tg} | {r['load_start']:.1f}-{r['load_end']:.1f} |")
+                  f"| {r['ours_train_gflops']:.1f} | {frac} | {tg} | {load_cell(r)} |")
     if not args.skip_decode:
         print(f"\n**Decode** (prompt {args.prompt}, prefill included; top-p 0.95 at T 0.7), tok/s, medians of "
               f"{args.repeats}, interleaved; bandwidth floor = bytes a step must read / {stream:.1f} GB/s (the "
@@ -343,7 +348,7 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
                 print(f"| {r['config']} | {d['batch']} x {d['new_tokens']} | {d['greedy_tok_s']:,.0f} "
                       f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} "
                       f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) | {d['head_ms']:.3f} "
-                      f"| {r['load_start']:.1f}-{r['load_end']:.1f} |")
+                      f"| {load_cell(r)} |")
 
 
 def main(argv=None) -> int:
@@ -375,7 +380,7 @@ def main(argv=None) -> int:
           + (f"{peak} TFLOP/s" if peak else f"measured fp32 matmul GFLOP/s {measured}")
           + f"; train batch {args.batch} seq {args.seq}; decode prompt {args.prompt}, points {args.decode}; medians "
           f"of {args.repeats}; threads {args.threads or 'default'}; huge-page malloc "
-          f"{'on' if hugepage_malloc_requested() else 'off'}; streaming read {stream:.1f} GB/s; load {load_avg():.2f}",
+          f"{'on' if hugepage_malloc_requested() else 'off'}; streaming read {stream:.1f} GB/s; load {load_text()}",
           flush=True)
     rows = []
     for name in args.configs.split(","):
@@ -384,7 +389,7 @@ def main(argv=None) -> int:
         print("BENCH_MODEL_ROW " + json.dumps(rows[-1]), flush=True)
     if measured:
         after = matmul_peak_gflops()
-        print(f"matmul GFLOP/s after: {after}; load {load_avg():.2f}")
+        print(f"matmul GFLOP/s after: {after}; load {load_text()}")
         measured = {k: max(v, after.get(k, 0)) for k, v in measured.items()}
         for r in rows:  # % of the best peak seen in the run
             if "ours_train_gflops" in r:

@@ -20,7 +20,8 @@ issue-17 targets checked in the same run.
   against.
 
 Targets (issue 17): first wall <= 20 µs (WebShop demo hook) and <= 40 µs (ALFWorld), validation
-<= 5 ms for every shipped patch. The load average is printed before and after.
+<= 5 ms for every shipped patch. The load average is printed before and after, with the steal share of all
+CPU time over the run (benchmarks/machine_state.py).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from hr1_jax.patch import build_response, compile_patch, parse_response, run_hoo
 from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.hook_process import _cpu_seconds, shared_hook_process  # noqa: E402
 from hr1_jax.patch.sandbox import _check_and_rewrite, _compile_cached  # noqa: E402
+from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 REF = REPO / "hr1_jax" / "patch" / "reference_patches"
 
@@ -195,10 +197,6 @@ def validation_phases(patch: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-
-
 def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -223,7 +221,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 
-    print(f"load average before: {_load()}")
+    print(f"load average before: {load_text()}")
+    window = CpuWindow()
     print(interpreter_line())
     demo = json.loads((REF / "demo/artifacts/patch.json").read_text())
     states = json.loads((REF / "demo/artifacts/replay_states.json").read_text())["scenarios"]
@@ -270,7 +269,7 @@ def main() -> int:
               f"{row['pinned']:.1f} with caller and hook process on one CPU)")
     print(f"  validation max {max(parse_ms):.2f} ms (cpu {max(parse_cpu_ms):.2f}) <= {TARGET_VALIDATION_MS:.0f}: "
           f"{_verdict(max(parse_ms) <= TARGET_VALIDATION_MS)}")
-    print(f"load average after: {_load()}")
+    print(f"load average after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     return 0
 
 

@@ -33,6 +33,7 @@ from hr1_jax.config import base_config, validate_config  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
 from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares  # noqa: E402
 from hr1_jax.rollout.reward import RewardContext, score_group, score_response  # noqa: E402
+from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
          "Quote identifiers with backticks; inspect columns first.",
@@ -169,7 +170,8 @@ def main(argv=None) -> int:
     print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
           f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}; "
-          f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"load {load_text()}")
+    window = CpuWindow()
     pools, startup = {}, {}
     for n in counts:
         t0 = time.perf_counter()
@@ -213,7 +215,7 @@ def main(argv=None) -> int:
     print("worker_cpu_ms: the workers' and their hook processes' CPU over the cold group (per job: over evals x "
           "worker shares): " + ", ".join(f"{n} worker{'s' * (n > 1)} {per_group[n]:.1f} ({per_group[n] / jobs[n]:.1f} "
                                          "per job)" for n in counts))
-    print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     return 0
 
 

@@ -14,7 +14,7 @@ W is an `hr1 agent-sft` workdir (W/final_params and W/rows/agent_sft_rows.jsonl)
 2. Success: the same task ids (test split) of each `--benchmarks` run by the scripted target the rows
    came from and by the served neural target (target.kind=openai), on one worker pool; success rate,
    mean reward, infra errors and mean turns of each, and the server's guided-tool-call counts.
-The load average is printed before and after.
+The load average is printed before and after, with the steal share of all CPU time over the run.
 """
 from __future__ import annotations
 
@@ -36,10 +36,7 @@ from hr1_jax.data.rows import read_jsonl  # noqa: E402
 from hr1_jax.serve.batcher import pow2_at_least  # noqa: E402
 from hr1_jax.serve.openai_api import ServeOptions, parse_request  # noqa: E402
 from hr1_jax.serve.server import ChatServer, load_sampler  # noqa: E402
-
-
-def _load() -> str:
-    return " ".join(open("/proc/loadavg").read().split()[:3])
+from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 
 def _post(url: str, body: dict) -> dict:
@@ -112,7 +109,8 @@ def main() -> int:
     args = ap.parse_args()
     from hr1_jax.config import parse_tasks
 
-    print(f"load before: {_load()}")
+    print(f"load before: {load_text()}")
+    window = CpuWindow()
     config = load_config(resolve_config("agent_sft_demo")[0], None)
     config.dbbench.backend = "sqlite"
     rows = read_jsonl(os.path.join(args.workdir, "rows", "agent_sft_rows.jsonl"))
@@ -125,13 +123,13 @@ def main() -> int:
         result = {"guided_tools": args.guided_tools}
         if not args.skip_throughput:
             result["throughput"] = throughput(srv, rows, (1, 4, 8), args.repeats, args.max_tokens)
-            print(f"load after throughput: {_load()}")
+            print(f"load after throughput: {load_text()}")
         if not args.skip_success:
             result["success"] = success(config, srv.base_url, args.benchmarks.split(","), parse_tasks(args.tasks))
         result["server_stats"] = dict(srv.batcher.stats)
         result["guide_stats"] = dict(srv.batcher.guide.stats) if srv.batcher.guide else None
     print(json.dumps(result, indent=1))
-    print(f"load after: {_load()}")
+    print(f"load after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     return 0
 
 
