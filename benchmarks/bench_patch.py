@@ -83,6 +83,21 @@ def per_call_us(fn, calls: int, repeats: int, child_pid: int | None = None) -> t
     return statistics.median(walls), statistics.median(cpus)
 
 
+def interleaved_us(fns: dict, calls: int, repeats: int) -> dict:
+    """`per_call_us` of each of fns {name: (fn, child_pid or None)}, their samples interleaved (a
+    repeat of each in turn), so a change in the box's speed hits every way of calling alike: the
+    box's speed swung ~2x within minutes. Returns {name: (wall us, cpu us, x first)}, x first being
+    the median over repeats of the same-repeat ratio to the first entry (the bare call)."""
+    samples = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, (fn, child_pid) in fns.items():
+            samples[name].append(per_call_us(fn, calls, 1, child_pid))
+    first = samples[next(iter(fns))]
+    return {name: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got),
+                   statistics.median(w / w0 for (w, _), (w0, _) in zip(got, first)))
+            for name, got in samples.items()}
+
+
 PREVIOUS_DESIGN_US = 116  # settrace tracer, inline only: measured at 76513ca (issue 10)
 TARGET_US = {"webshop": 20.0, "alfworld": 40.0}  # per call, first wall
 TARGET_VALIDATION_MS = 5.0
@@ -114,20 +129,23 @@ def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls:
 
     via(process)()  # start the hook process outside the timing
     child_pid = shared_hook_process(**process.limits)._proc.pid
-    bare_us, bare_cpu = per_call_us(bare, calls, repeats)
-    rows = [("run_hook (first wall)", per_call_us(via_run_hook, calls, repeats)),
-            ("CompiledPatch.call, inline (first wall)", per_call_us(via(inline), calls, repeats)),
-            ("CompiledPatch.call, process (both walls)", per_call_us(via(process), calls, repeats, child_pid)),
-            ("  caller and hook process on one CPU", pinned(child_pid, lambda: per_call_us(
-                via(process), calls, repeats, child_pid)))]
-    print(f"{label}:  (median of {repeats} x {calls} calls; wall-clock us, CPU us of both processes; "
-          f"previous design ~{PREVIOUS_DESIGN_US} us at 76513ca)")
+    got = interleaved_us({"bare": (bare, None), "run_hook (first wall)": (via_run_hook, None),
+                          "CompiledPatch.call, inline (first wall)": (via(inline), None),
+                          "CompiledPatch.call, process (both walls)": (via(process), child_pid)}, calls, repeats)
+    bare_us, bare_cpu, _ = got.pop("bare")
+    # pinning moves both processes, so it is timed after the interleaved rounds: its x bare is against their bare
+    pinned_us, pinned_cpu = pinned(child_pid, lambda: per_call_us(via(process), calls, repeats, child_pid))
+    rows = list(got.items()) + [("  caller and hook process on one CPU", (pinned_us, pinned_cpu, pinned_us / bare_us))]
+    print(f"{label}:  (median of {repeats} x {calls} calls, every way of calling interleaved; wall-clock us, CPU us "
+          f"of both processes; x bare: median of same-repeat ratios; previous design ~{PREVIOUS_DESIGN_US} us at "
+          "76513ca)")
     print(f"  {'bare call of the rewritten hook (ticks, no budget)':52s}{bare_us:8.1f} us/call  cpu {bare_cpu:6.1f}")
-    for name, (us, cpu) in rows:
-        print(f"  {name:52s}{us:8.1f} us/call  cpu {cpu:6.1f}  (x{us / bare_us:.1f} bare, "
+    for name, (us, cpu, x_bare) in rows:
+        print(f"  {name:52s}{us:8.1f} us/call  cpu {cpu:6.1f}  (x{x_bare:.1f} bare, "
               f"x{us / PREVIOUS_DESIGN_US:.2f} previous)")
-    return {"bare": bare_us, "inline": rows[1][1][0], "process": rows[2][1][0],
-            "inline_cpu": rows[1][1][1], "process_cpu": rows[2][1][1], "pinned": rows[3][1][0]}
+    inline_row, process_row = got["CompiledPatch.call, inline (first wall)"], got["CompiledPatch.call, process (both walls)"]
+    return {"bare": bare_us, "inline": inline_row[0], "process": process_row[0],
+            "inline_cpu": inline_row[1], "process_cpu": process_row[1], "pinned": pinned_us}
 
 
 def pinned(child_pid: int, measure):
