@@ -2,7 +2,7 @@
 
 The load average counts this machine's own runnable work. On a VM, CPU time the hypervisor gave to
 other guests shows up only as *steal* (`/proc/stat`): on a 2-core KVM box it was 18% of all CPU time
-over 20 busy minutes whose load average read 1.0-1.7, and a decode step's time swung 1.6x between
+over 16 busy minutes whose load average read 1.0-1.7, and a decode step's time swung 1.6x between
 back-to-back calls. So a benchmark notes both: load averages, and the steal share of all CPUs' time
 over the window it timed (`CpuWindow`). Where /proc is missing (not Linux) each reads "n/a".
 """
