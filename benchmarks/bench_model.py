@@ -90,6 +90,7 @@ from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 from machine_state import CpuWindow, format_share, load_1min, load_text  # noqa: E402  (benchmarks/, the script's folder)
+from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 CONFIGS = {
     # the `hr1 demo` engineer (configs/demo.py): 0.5M parameters, tied embeddings
@@ -131,15 +132,16 @@ def interleaved(fns: dict, repeats: int) -> dict:
     warm-up/compile call each), plus "pairwise" medians of time/first-fn-time per round."""
     for fn in fns.values():
         fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    first = next(iter(fns))
+
+    def timed(fn):
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    times = interleaved_samples({k: lambda fn=fn: timed(fn) for k, fn in fns.items()}, repeats)
+    first = times[next(iter(fns))]
     out = {k: statistics.median(v) for k, v in times.items()}
-    out["pairwise"] = {k: statistics.median(t / f for t, f in zip(v, times[first])) for k, v in times.items()}
+    out["pairwise"] = {k: pairwise_median(v, first) for k, v in times.items()}
     return out
 
 

@@ -43,6 +43,7 @@ from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.hook_process import _cpu_seconds, shared_hook_process  # noqa: E402
 from hr1_jax.patch.sandbox import _check_and_rewrite, _compile_cached  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
+from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 REF = REPO / "hr1_jax" / "patch" / "reference_patches"
 
@@ -88,13 +89,11 @@ def interleaved_us(fns: dict, calls: int, repeats: int) -> dict:
     repeat of each in turn), so a change in the box's speed hits every way of calling alike: the
     box's speed swung ~2x within minutes. Returns {name: (wall us, cpu us, x first)}, x first being
     the median over repeats of the same-repeat ratio to the first entry (the bare call)."""
-    samples = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, (fn, child_pid) in fns.items():
-            samples[name].append(per_call_us(fn, calls, 1, child_pid))
-    first = samples[next(iter(fns))]
+    samples = interleaved_samples({name: lambda fn=fn, pid=pid: per_call_us(fn, calls, 1, pid)
+                                   for name, (fn, pid) in fns.items()}, repeats)
+    first = [w for w, _ in samples[next(iter(fns))]]
     return {name: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got),
-                   statistics.median(w / w0 for (w, _), (w0, _) in zip(got, first)))
+                   pairwise_median([w for w, _ in got], first))
             for name, got in samples.items()}
 
 

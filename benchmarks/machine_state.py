@@ -65,14 +65,11 @@ def load_1min() -> float | None:
 
 
 class CpuWindow:
-    """Steal share since construction (or the last `restart`): `CpuWindow().steal()` after the timed work."""
+    """Steal share since construction: `CpuWindow().steal()` after the timed work."""
 
     def __init__(self, path: str = "/proc/stat"):
         self.path = path
-        self.restart()
-
-    def restart(self) -> None:
-        self.start = read_cpu_ticks(self.path)
+        self.start = read_cpu_ticks(path)
 
     def steal(self) -> float | None:
         return steal_share(self.start, read_cpu_ticks(self.path))

@@ -1,5 +1,6 @@
-"""benchmarks/machine_state.py: the steal share and load averages the benchmark scripts print beside
-their figures, read from /proc/stat text (real kernels' line layouts) and from this machine."""
+"""benchmarks/machine_state.py and timing.py: the steal share and load averages the benchmark scripts print beside
+their figures (read from /proc/stat text, real kernels' line layouts, and from this machine), and
+their interleaved rounds."""
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,14 @@ def test_bench_models_load_column_carries_the_steal_share():
 
     assert bench_model.load_cell({"load_start": 1.07, "load_end": 1.56, "steal": 0.061}) == "1.1-1.6, steal 6%"
     assert bench_model.load_cell({"load_start": None, "load_end": None, "steal": None}) == "n/a, steal n/a"
+
+
+def test_interleaved_samples_take_one_sample_of_each_per_round_in_turn():
+    import timing
+
+    calls = []
+    got = timing.interleaved_samples({"a": lambda: calls.append("a") or len(calls),
+                                      "b": lambda: calls.append("b") or 10 * len(calls)}, 3)
+    assert calls == ["a", "b"] * 3
+    assert got == {"a": [1, 3, 5], "b": [20, 40, 60]}
+    assert timing.pairwise_median(got["b"], got["a"]) == pytest.approx(40 / 3)
