@@ -102,22 +102,55 @@ def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
 _ONE_BITS = 0x3F800000  # the bit pattern of fp32 1.0: non-negative floats order like their bits
 
 
-def nucleus_threshold(probs: jax.Array, top_p) -> jax.Array:
-    """Per row [B, 1], the smallest fp32 t with mass(probs > t) < top_p, for probabilities [B, V]
-    (each in [0, 1]): the nucleus is probs >= t. 30 halvings of [0, 1]'s bit patterns, each one
-    masked sum that reads the probabilities alone (no keys beside them: ~20% cheaper a pass)."""
-    lo = jnp.zeros(probs.shape[:-1], jnp.uint32)
-    hi = jnp.full(probs.shape[:-1], _ONE_BITS, jnp.uint32)  # mass(probs > 1) = 0 < top_p
+def _bisect_nucleus(shape: tuple, top_p, mass_above) -> jax.Array:
+    """The bit patterns [shape] of the smallest fp32 t with mass_above(t) < top_p, for the mass of
+    probabilities above t: 30 halvings of [0, 1]'s bit patterns, each one masked sum that reads the
+    probabilities alone (no keys beside them: ~20% cheaper a pass)."""
+    lo = jnp.zeros(shape, jnp.uint32)
+    hi = jnp.full(shape, _ONE_BITS, jnp.uint32)  # mass(probs > 1) = 0 < top_p
 
     def halve(_, bounds):
         lo, hi = bounds
         mid = lo + (hi - lo) // 2
-        t = jax.lax.bitcast_convert_type(mid, jnp.float32)[:, None]
-        ok = jnp.sum(jnp.where(probs > t, probs, 0.0), axis=-1) < top_p
+        ok = mass_above(jax.lax.bitcast_convert_type(mid, jnp.float32)) < top_p
         return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
 
-    hi = jax.lax.fori_loop(0, _ONE_BITS.bit_length(), halve, (lo, hi))[1]
-    return jax.lax.bitcast_convert_type(hi, jnp.float32)[:, None]
+    return jax.lax.fori_loop(0, _ONE_BITS.bit_length(), halve, (lo, hi))[1]
+
+
+# On CPU, XLA splits a reduction over more entries than this across its thread pool; for a bisection
+# pass that split cost 2.5-3x per entry on a 2-core box (benchmarks/bench_sampler.py), so the CPU
+# search reads at most this many entries per reduction, and a row's passes run back to back while
+# it is in cache.
+CPU_NUCLEUS_CHUNK = 32768
+
+
+def _masked_mass(x: jax.Array, t: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.where(x > t, x, 0.0), axis=-1)
+
+
+def nucleus_threshold(probs: jax.Array, top_p) -> jax.Array:
+    """Per row [B, 1], the smallest fp32 t with mass(probs > t) < top_p, for probabilities [B, V]
+    (each in [0, 1]): the nucleus is probs >= t. One bisection (`_bisect_nucleus`) over the whole
+    batch, or on CPU, past `CPU_NUCLEUS_CHUNK` entries, one per group of rows, or per row whose passes
+    sum its pieces in turn."""
+    b, v = probs.shape
+    if jax.default_backend() != "cpu" or b * v <= CPU_NUCLEUS_CHUNK:
+        bits = _bisect_nucleus((b,), top_p, lambda t: _masked_mass(probs, t[:, None]))
+    elif v <= CPU_NUCLEUS_CHUNK:  # lax.map's batch_size groups rows up to the chunk
+        bits = jax.lax.map(lambda row: _bisect_nucleus((), top_p, lambda t: _masked_mass(row, t)), probs,
+                           batch_size=CPU_NUCLEUS_CHUNK // v)
+    else:
+        n = -(-v // CPU_NUCLEUS_CHUNK)
+        size = -(-v // n)
+        pieces = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size)  # zeros are never above t >= 0
+
+        def one_row(row):  # [n, size]
+            def mass_above(t):
+                return jax.lax.fori_loop(0, n, lambda j, acc: acc + _masked_mass(row[j], t), jnp.zeros_like(t))
+            return _bisect_nucleus((), top_p, mass_above)
+        bits = jax.lax.map(one_row, pieces)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
 
 
 def fast_argmax(x: jax.Array, x_max: jax.Array | None = None) -> jax.Array:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hr1_jax.models import attention
+from hr1_jax.models import attention, sampler
 from hr1_jax.models.cache import SEGMENT_MIN, KVCache, segment_bounds, slots_read
 from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
 from hr1_jax.models.sampler import categorical, fast_argmax, process_logits, token_logprob
@@ -64,6 +64,22 @@ def test_truncation_and_tokens_match_the_sorted_reference(v, top_k, top_p):
         for step in range(4):  # the same key draws the same token
             key = jax.random.fold_in(jax.random.key(seed), step)
             np.testing.assert_array_equal(categorical(key, ours), jax.random.categorical(key, ref, axis=-1))
+
+
+@pytest.mark.parametrize("v,chunk", [(1024, 2048), (1024, 100), (5, 16), (300, 64)],
+                         ids=["row-pairs", "row-pieces", "row-triples", "row-pieces-ragged"])
+def test_cpu_chunked_nucleus_matches_the_sorted_reference(v, chunk, monkeypatch):
+    """The CPU's chunked top-p search (groups of rows, or one row summed piece by piece, with a zero-
+    padded last piece) keeps the sorted reference's nucleus, as the whole-batch search does."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("the chunked nucleus search runs on CPU only")
+    monkeypatch.setattr(sampler, "CPU_NUCLEUS_CHUNK", chunk)  # 6 rows of v entries: more than one chunk
+    truncate = jax.jit(lambda x, top_p: process_logits(x, 1.0, 0, top_p, True)[1])  # a fresh trace
+    for top_p in (0.5, 0.9, 0.999):
+        for seed in range(3):
+            x = _logits(seed, v)
+            ours, ref = np.asarray(truncate(x, top_p)), np.asarray(_sorted_reference(x, 0, top_p))
+            assert ((ours == ref) | _boundary(x, 0, top_p)).all()
 
 
 def test_top_p_keeps_the_top_token_and_ties():
