@@ -129,27 +129,25 @@ def _masked_mass(x: jax.Array, t: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(x > t, x, 0.0), axis=-1)
 
 
-def nucleus_threshold(probs: jax.Array, top_p) -> jax.Array:
+def nucleus_threshold(probs: jax.Array, top_p, chunk: int | None = None) -> jax.Array:
     """Per row [B, 1], the smallest fp32 t with mass(probs > t) < top_p, for probabilities [B, V]
     (each in [0, 1]): the nucleus is probs >= t. One bisection (`_bisect_nucleus`) over the whole
-    batch, or on CPU, past `CPU_NUCLEUS_CHUNK` entries, one per group of rows, or per row whose passes
-    sum its pieces in turn."""
+    batch, or, past `chunk` entries (default: `CPU_NUCLEUS_CHUNK` on CPU, no limit elsewhere), one
+    per group of rows of at most `chunk` entries, each row's passes summing its pieces in turn."""
     b, v = probs.shape
-    if jax.default_backend() != "cpu" or b * v <= CPU_NUCLEUS_CHUNK:
+    chunk = chunk or (CPU_NUCLEUS_CHUNK if jax.default_backend() == "cpu" else b * v)
+    if b * v <= chunk:
         bits = _bisect_nucleus((b,), top_p, lambda t: _masked_mass(probs, t[:, None]))
-    elif v <= CPU_NUCLEUS_CHUNK:  # lax.map's batch_size groups rows up to the chunk
-        bits = jax.lax.map(lambda row: _bisect_nucleus((), top_p, lambda t: _masked_mass(row, t)), probs,
-                           batch_size=CPU_NUCLEUS_CHUNK // v)
-    else:
-        n = -(-v // CPU_NUCLEUS_CHUNK)
-        size = -(-v // n)
-        pieces = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size)  # zeros are never above t >= 0
+        return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
+    n = -(-v // chunk)
+    size = -(-v // n)
+    pieces = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size)  # zeros are never above t >= 0
 
-        def one_row(row):  # [n, size]
-            def mass_above(t):
-                return jax.lax.fori_loop(0, n, lambda j, acc: acc + _masked_mass(row[j], t), jnp.zeros_like(t))
-            return _bisect_nucleus((), top_p, mass_above)
-        bits = jax.lax.map(one_row, pieces)
+    def one_row(row):  # [n, size]; lax.map's batch_size groups rows up to the chunk
+        def mass_above(t):
+            return jax.lax.fori_loop(0, n, lambda j, acc: acc + _masked_mass(row[j], t), jnp.zeros_like(t))
+        return _bisect_nucleus((), top_p, mass_above)
+    bits = jax.lax.map(one_row, pieces, batch_size=chunk // size)
     return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
 
 
