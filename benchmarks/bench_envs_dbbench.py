@@ -5,12 +5,14 @@ and optionally the success rate of patches against the baseline on the same task
         [--backends mariadb,sqlite] [--patches harness-r1]   # patches: a glob under the reference
                                                             # held-out folder, or JSON paths
 
-Starts the project's MariaDB (launch/mariadb.sh) when it is not running and stops it afterwards.
+Starts the project's MariaDB (launch/mariadb.sh) when it is not running and, unless another run still
+uses it, stops it afterwards.
 Episodes run one after another in this process through `hr1_jax.runtime.run_episode`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import statistics
@@ -88,6 +90,21 @@ def patch_effects(pattern: str, split: str, n: int) -> list[dict]:
     return rows
 
 
+def report(args, backends: list) -> None:
+    print(f"DBBench scripted-target throughput ({args.split}, {args.tasks} tasks, {args.repeats} repeats)")
+    print(f"{'backend':<9} {'median ep/s':>12} {'min':>8} {'max':>8} {'success':>8}")
+    for backend in backends:
+        r = throughput(backend, args.split, args.tasks, args.repeats)
+        print(f"{backend:<9} {r['median_eps_per_s']:>12.1f} {r['min']:>8.1f} {r['max']:>8.1f} "
+              f"{r['median_success']:>8.3f}")
+    if args.patches:
+        print(f"\nPatch effects on the scripted target (MariaDB, {args.split}, {args.tasks} tasks, seed 0)")
+        print(f"{'patch':<45} {'base':>6} {'patched':>8} {'delta':>7} {'hook calls':>11} {'exc %':>6}")
+        for row in patch_effects(args.patches, args.split, args.tasks):
+            print(f"{row['patch']:<45} {row['baseline']:>6.3f} {row['patched']:>8.3f} {row['delta']:>+7.3f} "
+                  f"{row['hook_calls']:>11} {100 * row['hook_exception_rate']:>6.2f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="test")
@@ -96,31 +113,14 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="mariadb,sqlite")
     ap.add_argument("--patches", default="", help="reference patch folder glob (e.g. 'harness-r1', '*') or a JSON path")
     args = ap.parse_args(argv)
-    was_running = server.is_running()
     backends = [b for b in args.backends.split(",") if b]
-    started = False
-    if "mariadb" in backends or args.patches:
-        ok, message = server.start()
-        if not ok:
-            print(f"MariaDB could not start ({message}); skipping it")
-            backends = [b for b in backends if b != "mariadb"]
-        started = ok and not was_running
-    try:
-        print(f"DBBench scripted-target throughput ({args.split}, {args.tasks} tasks, {args.repeats} repeats)")
-        print(f"{'backend':<9} {'median ep/s':>12} {'min':>8} {'max':>8} {'success':>8}")
-        for backend in backends:
-            r = throughput(backend, args.split, args.tasks, args.repeats)
-            print(f"{backend:<9} {r['median_eps_per_s']:>12.1f} {r['min']:>8.1f} {r['max']:>8.1f} "
-                  f"{r['median_success']:>8.3f}")
-        if args.patches:
-            print(f"\nPatch effects on the scripted target (MariaDB, {args.split}, {args.tasks} tasks, seed 0)")
-            print(f"{'patch':<45} {'base':>6} {'patched':>8} {'delta':>7} {'hook calls':>11} {'exc %':>6}")
-            for row in patch_effects(args.patches, args.split, args.tasks):
-                print(f"{row['patch']:<45} {row['baseline']:>6.3f} {row['patched']:>8.3f} {row['delta']:>+7.3f} "
-                      f"{row['hook_calls']:>11} {100 * row['hook_exception_rate']:>6.2f}")
-    finally:
-        if started:
-            server.stop()
+    with contextlib.ExitStack() as stack:
+        if "mariadb" in backends or args.patches:
+            ok, message, _ = stack.enter_context(server.project_server())
+            if not ok:
+                print(f"MariaDB could not start ({message}); skipping it")
+                backends = [b for b in backends if b != "mariadb"]
+        report(args, backends)
     return 0
 
 

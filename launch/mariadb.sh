@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Private MariaDB instance for DBBench: start | stop | status (all idempotent).
+# Private MariaDB instance for DBBench: start | stop | status | dir (all idempotent).
 #
-# The server runs as root from its own folder (default .cache/mariadb, or $HR1_MARIADB_DIR: socket,
-# pid file, logs), listening on that unix socket and on 127.0.0.1:$HR1_MARIADB_PORT (default 3307, so
-# a system MariaDB on 3306 is never touched). root has an empty password (loopback only).
+# The server runs as root from its own folder ($HR1_MARIADB_DIR: socket, pid file, logs, the users'
+# records of envs/dbbench/server.py), listening on that unix socket and on 127.0.0.1:$HR1_MARIADB_PORT
+# (default 3307, so a system MariaDB on 3306 is never touched). root has an empty password (loopback
+# only). The folder defaults to one per user and port on the machine (/tmp/hr1-mariadb-<uid>-<port>),
+# not per checkout: a second checkout then finds the server the first started on that port and shares
+# it, where a server of its own could not bind the port.
 # Every episode creates and drops a database, which on a shared disk costs ~50 ms of fsync per DDL;
 # so the datadir ($HR1_MARIADB_DATADIR) defaults to a tmpfs folder under /dev/shm when there is one
 # (removed again by `stop`; re-initialising takes ~1 s), else $DIR/data. Durability is off too
@@ -12,11 +15,13 @@
 #           $HR1_MARIADB_START_TIMEOUT, default 60 s); exit 0 when already running
 #   stop    shut it down cleanly (SIGTERM, wait, then report); exit 0 when not running
 #   status  exit 0 and print "running ..." when it answers, else exit 1
+#   dir     print the server's folder
+# start and stop hold a lock on the folder, so concurrent starts make one server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DIR="${HR1_MARIADB_DIR:-$PWD/.cache/mariadb}"
 PORT="${HR1_MARIADB_PORT:-3307}"
+DIR="${HR1_MARIADB_DIR:-/tmp/hr1-mariadb-$(id -u)-$PORT}"
 TIMEOUT="${HR1_MARIADB_START_TIMEOUT:-60}"
 if [ -n "${HR1_MARIADB_DATADIR:-}" ]; then
   DATA="$HR1_MARIADB_DATADIR"
@@ -66,7 +71,6 @@ cmd_start() {
   local server installer
   server="$(find_bin mariadbd mysqld)" || { echo "[mariadb] ERROR: mariadbd not installed (apt-get install -y mariadb-server)" >&2; return 2; }
   installer="$(find_bin mariadb-install-db mysql_install_db)" || { echo "[mariadb] ERROR: mariadb-install-db not found" >&2; return 2; }
-  mkdir -p "$DIR"
   if [ ! -d "$DATA/mysql" ]; then
     echo "[mariadb] initialising datadir $DATA"
     rm -rf "$DATA"
@@ -82,12 +86,17 @@ cmd_start() {
     --innodb-flush-log-at-trx-commit=0 --innodb-flush-method=nosync --innodb-doublewrite=0 \
     --innodb-log-file-size=16M \
     --character-set-server=utf8mb4 \
-    --collation-server=utf8mb4_general_ci >/dev/null 2>&1 &
+    --collation-server=utf8mb4_general_ci >/dev/null 2>&1 9>&- &   # 9>&-: the server must not hold the lock
   local server_pid=$! waited=0
   until answers; do
     if ! kill -0 "$server_pid" 2>/dev/null; then   # e.g. port taken: fail fast, not after TIMEOUT
       echo "[mariadb] ERROR: mariadbd exited during start-up, see $LOG" >&2
       tail -5 "$LOG" >&2 2>/dev/null || true
+      if grep -q "Address already in use" "$LOG" 2>/dev/null; then
+        echo "[mariadb] ERROR: port $PORT is taken by another server (one a checkout started from its own" \
+          "folder, e.g. .cache/mariadb before servers were shared: HR1_MARIADB_DIR=<that folder> bash" \
+          "launch/mariadb.sh stop); or choose another port: HR1_MARIADB_PORT and dbbench.port" >&2
+      fi
       drop_tmpfs_data
       return 3
     fi
@@ -124,9 +133,17 @@ cmd_stop() {
   echo "[mariadb] stopped"
 }
 
+locked() {  # run "$@" holding the folder's lock (fd 9)
+  mkdir -p "$DIR"
+  exec 9>>"$DIR/.server.lock"
+  flock 9
+  "$@"
+}
+
 case "${1:-}" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
+  start) locked cmd_start ;;
+  stop) locked cmd_stop ;;
   status) cmd_status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 64 ;;
+  dir) echo "$DIR" ;;
+  *) echo "usage: $0 start|stop|status|dir" >&2; exit 64 ;;
 esac

@@ -9,19 +9,17 @@ from envs.dbbench import server
 
 @pytest.fixture(scope="session")
 def dbbench_section():
-    """The `dbbench` config section for the real server (started if needed, stopped at the end if we
-    started it), or the SQLite fallback when it cannot start."""
-    was_running = server.is_running()
-    ok, message = server.start()
+    """The `dbbench` config section for the project's server (started if needed; this session is
+    one of its users, so a demo or another checkout's suite sharing it does not stop it under the
+    tests), or the SQLite fallback when it cannot start."""
     cfg = dbconfig.defaults()
-    if ok:
-        cfg.backend = "mariadb"
-    else:
-        print(f"\n[dbbench tests] MariaDB could not start ({message}); FALLING BACK TO SQLITE")
-        cfg.backend = "sqlite"
-    yield cfg
-    if ok and not was_running:
-        server.stop()
+    with server.project_server(cfg.port) as (ok, message, _):
+        if ok:
+            cfg.backend = "mariadb"
+        else:
+            print(f"\n[dbbench tests] MariaDB could not start ({message}); FALLING BACK TO SQLITE")
+            cfg.backend = "sqlite"
+        yield cfg
 
 
 class ThrowawayMariaDB:

@@ -18,16 +18,16 @@ class FakeServer:
 
     def install(self, monkeypatch, tmp_path):
         monkeypatch.setenv("HR1_MARIADB_DIR", str(tmp_path / "mariadb"))
-        monkeypatch.setattr(server, "is_running", lambda: self.running)
+        monkeypatch.setattr(server, "is_running", lambda port=0: self.running)
         monkeypatch.setattr(server, "start", self.start)
         monkeypatch.setattr(server, "stop", self.stop)
 
-    def start(self, port=0, **_):
+    def start(self, timeout_s=90, port=0, **_):
         self.calls.append(("start", port))
         self.running = self.starts
         return self.starts, "[mariadb] started" if self.starts else "[mariadb] ERROR: port taken"
 
-    def stop(self, port=0, **_):
+    def stop(self, timeout_s=90, port=0, **_):
         self.calls.append(("stop", port))
         self.running = False
         return True, "[mariadb] stopped"
@@ -91,9 +91,21 @@ def test_no_start_or_stop_when_running_missing_or_failing(monkeypatch, tmp_path,
     fake = FakeServer(running=running, starts=starts)
     fake.install(monkeypatch, tmp_path)
     monkeypatch.setattr(services, "mariadb_installed", lambda: installed)
-    with run(config, tmp_path) as (_, how):
+    with run(config, tmp_path) as (cfg, how):
         assert how["dbbench"].startswith(expected), how
+        # SQLite said is SQLite run: `auto` would take whatever server answers on the port
+        assert cfg.dbbench.backend == ("sqlite" if expected.startswith("SQLite") else "auto")
     assert ("stop", 3307) not in fake.calls
+
+
+def test_a_run_that_asked_for_mariadb_is_told_it_did_not_start(monkeypatch, tmp_path, config):
+    fake = FakeServer(starts=False)
+    fake.install(monkeypatch, tmp_path)
+    monkeypatch.setattr(services, "mariadb_installed", lambda: True)
+    config.dbbench.backend = "mariadb"
+    with run(config, tmp_path) as (cfg, how):
+        assert cfg.dbbench.backend == "mariadb"
+        assert how["dbbench"].startswith("MariaDB did not start ([mariadb] ERROR: port taken)"), how
 
 
 def test_stored_sqlite_baselines_pin_sqlite_and_start_nothing(monkeypatch, tmp_path, config):
