@@ -61,16 +61,18 @@ def stop(timeout_s: float = 90, home: str = "", port: int = 0) -> tuple[bool, st
 # user started by hand. Joining and starting, and leaving and stopping, happen under one lock, so
 # a run never joins a server that the last user is stopping.
 @functools.lru_cache(maxsize=None)
-def _folder(port: int, env_folder: str) -> pathlib.Path:
-    proc = _run("dir", 30, env_folder, port)
+def _default_folder(port: int) -> pathlib.Path:
+    proc = _run("dir", 30, "", port)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"launch/mariadb.sh dir failed: {(proc.stdout + proc.stderr).strip()[:300]}")
     return pathlib.Path(proc.stdout.strip())
 
 
 def folder_of(port: int = 0) -> pathlib.Path:
-    """The folder of the project's server on `port` (0: the default port; `launch/mariadb.sh dir`)."""
-    return _folder(int(port), os.environ.get("HR1_MARIADB_DIR", ""))
+    """The folder of the project's server on `port` (0: the default port): $HR1_MARIADB_DIR, or
+    the script's default (`launch/mariadb.sh dir`)."""
+    env_folder = os.environ.get("HR1_MARIADB_DIR")
+    return pathlib.Path(env_folder) if env_folder else _default_folder(int(port))
 
 
 @contextlib.contextmanager
@@ -100,6 +102,8 @@ def project_server(port: int = 0, timeout_s: float = 90):
     with _locked(users):
         started = not is_running(port)
         ok, message = start(timeout_s, port=port) if started else (True, "[mariadb] already running")
+        if started:
+            log_event("dbbench", "mariadb_start", ok=ok, message=message)
         if not ok:
             record = None
         else:

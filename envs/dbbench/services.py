@@ -15,7 +15,6 @@ import os
 import shutil
 
 from envs.dbbench import server
-from hr1_jax.utils.logging import log_event
 
 ALREADY_RUNNING = "MariaDB: the project's server, already running"
 STARTED = "MariaDB: started for this run by launch/mariadb.sh, stopped when the last run using it ends"
@@ -57,8 +56,6 @@ def mariadb(config, recorded):
         yield (_on_sqlite(config) if reason.startswith("SQLite") else config), reason
         return
     with server.project_server(int(config.dbbench.port)) as (ok, message, started):
-        if started or not ok:
-            log_event("demo", "mariadb_start", ok=ok, message=message)
         if ok:
             yield config, (STARTED if started else ALREADY_RUNNING)
             return

@@ -1,10 +1,12 @@
 """Shared fixtures of the environment tests."""
+import shutil
 import socket
 
 import pytest
 
 from envs.dbbench import config as dbconfig
 from envs.dbbench import server
+from envs.dbbench.services import mariadb_installed
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +60,16 @@ def throwaway_mariadb(tmp_path_factory):
         pytest.skip(f"no MariaDB server can start here: {message}")
     yield db
     db.stop()
+
+
+@pytest.fixture
+def shared_server_port(monkeypatch):
+    """A free port for a project server in its default (machine-wide) folder, as another checkout
+    would find it; the server is stopped and the folder removed at the end."""
+    if not mariadb_installed():
+        pytest.skip("MariaDB is not installed (launch/setup.sh installs it as root)")
+    monkeypatch.delenv("HR1_MARIADB_DIR", raising=False)
+    port = _free_port()
+    yield port
+    server.stop(port=port)
+    shutil.rmtree(server.folder_of(port), ignore_errors=True)

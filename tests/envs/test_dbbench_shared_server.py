@@ -12,20 +12,17 @@ import textwrap
 import pytest
 
 from envs.dbbench import server
-from envs.dbbench.services import mariadb_installed
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _env_without_folder() -> dict:
+    """The environment of a process that finds the server's folder itself."""
+    return {k: v for k, v in os.environ.items() if k != "HR1_MARIADB_DIR"}
 
 
 def _script_dir(checkout: str, port: int) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "HR1_MARIADB_DIR"}
-    env["HR1_MARIADB_PORT"] = str(port)
+    env = {**_env_without_folder(), "HR1_MARIADB_PORT": str(port)}
     return subprocess.run(["bash", os.path.join(checkout, "launch", "mariadb.sh"), "dir"], env=env, check=True,
                           capture_output=True, text=True).stdout.strip()
 
@@ -39,17 +36,6 @@ def test_two_checkouts_name_one_server_folder_per_port(tmp_path):
     assert _script_dir(str(tmp_path / "a"), 3308) != a
 
 
-@pytest.fixture
-def port(monkeypatch):
-    if not mariadb_installed():
-        pytest.skip("MariaDB is not installed (launch/setup.sh installs it as root)")
-    monkeypatch.delenv("HR1_MARIADB_DIR", raising=False)
-    p = _free_port()
-    yield p
-    server.stop(port=p)
-    shutil.rmtree(server.folder_of(p), ignore_errors=True)
-
-
 def _other_process(port: int, body: str) -> subprocess.Popen:
     """Another run (a process of its own) inside `project_server(port)`: prints its (ok, started),
     then runs `body` (a line of Python) before it leaves."""
@@ -60,12 +46,12 @@ def _other_process(port: int, body: str) -> subprocess.Popen:
             print(ok, started, flush=True)
             {body}
     """)
-    env = {k: v for k, v in os.environ.items() if k != "HR1_MARIADB_DIR"}
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdin=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=_env_without_folder(), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
 
 
-def test_the_server_outlives_the_run_that_started_it_while_another_uses_it(port):
+def test_the_server_outlives_the_run_that_started_it_while_another_uses_it(shared_server_port):
+    port = shared_server_port
     other = _other_process(port, "sys.stdin.readline()")   # starts the server, holds it until told
     try:
         first = other.stdout.readline().split()
@@ -83,7 +69,8 @@ def test_the_server_outlives_the_run_that_started_it_while_another_uses_it(port)
             other.kill()
 
 
-def test_a_server_this_run_started_stays_up_for_a_run_that_joined_it(port):
+def test_a_server_this_run_started_stays_up_for_a_run_that_joined_it(shared_server_port):
+    port = shared_server_port
     with server.project_server(port) as (ok, message, started):
         if not ok:
             pytest.skip(f"no MariaDB server can start here: {message}")
@@ -94,7 +81,8 @@ def test_a_server_this_run_started_stays_up_for_a_run_that_joined_it(port):
     assert not server.is_running(port)
 
 
-def test_a_port_held_by_something_else_is_a_clear_failure_and_no_user_record(port):
+def test_a_port_held_by_something_else_is_a_clear_failure_and_no_user_record(shared_server_port):
+    port = shared_server_port
     with socket.socket() as holder:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         holder.bind(("127.0.0.1", port))
