@@ -12,7 +12,9 @@ Every worker count's pool is started first and the repeats interleave them. `spe
 median over repeats of the first worker count's cold time over this row's in the same repeat;
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
-ceiling, not as a slow pool.
+ceiling, not as a slow pool. `--idle-s S` sleeps S seconds before each cold group, every process
+idle, as a GRPO step's workers sit through sampling before its group is scored: on a 2-vCPU VM the
+cost of waking the workers and their hook processes after idle moves the 2-worker time (README).
 """
 from __future__ import annotations
 
@@ -128,9 +130,10 @@ def _tree_cpu_s(pids: list[int]) -> float:
     return total
 
 
-def _cold_group(pool, c, rows, texts, folder):
+def _cold_group(pool, c, rows, texts, folder, idle_s: float):
     ctx = RewardContext(c, pool=pool, cache_dir=folder)
     pids = pool.worker_pids()
+    time.sleep(idle_s)
     t, cpu, wcpu = time.perf_counter(), time.process_time(), _tree_cpu_s(pids)
     results = score_group(rows, texts, ctx)
     cold, cpu, wcpu = time.perf_counter() - t, time.process_time() - cpu, _tree_cpu_s(pids) - wcpu
@@ -155,7 +158,10 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="sqlite")
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--idle-s", type=float, default=0.0, help="sleep before each cold group (all idle)")
     args = ap.parse_args(argv)
+    if args.idle_s < 0:
+        ap.error("--idle-s must be >= 0")
     c = base_config()
     c.benchmark, c.tasks = args.benchmark, "0:10"
     c.dbbench.backend = args.backend
@@ -170,6 +176,7 @@ def main(argv=None) -> int:
     print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
           f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}; "
+          f"idle before each cold group {args.idle_s:g} s; "
           f"load {load_text()}")
     window = CpuWindow()
     pools, startup = {}, {}
@@ -185,7 +192,7 @@ def main(argv=None) -> int:
             for n in counts:
                 with tempfile.TemporaryDirectory() as d:
                     cold, cpu, wcpu, warm, evals, scores = _cold_group(pools[n], c, rows, texts,
-                                                                       os.path.join(d, "shared"))
+                                                                       os.path.join(d, "shared"), args.idle_s)
                     rec[n]["cold"].append(cold)
                     rec[n]["parent_cpu"].append(cpu)
                     rec[n]["worker_cpu"].append(wcpu)
