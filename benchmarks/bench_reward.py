@@ -2,7 +2,10 @@
 rollout workers (scripted target), and what the content-addressed cache's dedupe saves.
 
   .venv/bin/python benchmarks/bench_reward.py [--benchmark dbbench] [--backend sqlite|mariadb|auto]
-                                              [--workers 1,2,4] [--repeats 3]
+                                              [--workers 1,2,4] [--repeats 3] [--idle-s 0]
+
+The reward cache of each group is a fresh temporary folder (`TMPDIR` chooses where: its file
+system's metadata speed is part of the parent's CPU per group).
 
 The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 responses) and 4 invalid
 responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
