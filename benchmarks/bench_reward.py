@@ -2,7 +2,7 @@
 rollout workers (scripted target), and what the content-addressed cache's dedupe saves.
 
   .venv/bin/python benchmarks/bench_reward.py [--benchmark dbbench] [--backend sqlite|mariadb|auto]
-                                              [--workers 1,2,4] [--repeats 3] [--idle-s 0]
+                                              [--workers 1,2,4] [--repeats 3] [--idle-s 0] [--pin]
 
 The reward cache of each group is a fresh temporary folder (`TMPDIR` chooses where: its file
 system's metadata speed is part of the parent's CPU per group).
@@ -162,12 +162,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--idle-s", type=float, default=0.0, help="sleep before each cold group (all idle)")
+    ap.add_argument("--pin", action="store_true", help="rollout.pin_workers=true: each worker and its hook "
+                                                      "process on one CPU")
     args = ap.parse_args(argv)
     if args.idle_s < 0:
         ap.error("--idle-s must be >= 0")
     c = base_config()
     c.benchmark, c.tasks = args.benchmark, "0:10"
     c.dbbench.backend = args.backend
+    c.rollout.pin_workers = args.pin
     validate_config(c)
     texts = group_texts()
     with WorkerPool(c, num_workers=2) as pool:
@@ -179,7 +182,7 @@ def main(argv=None) -> int:
     print(f"{c.benchmark} ({args.backend}) 10-task batch, baseline mean reward "
           f"{row['metadata']['baseline_average_reward']:.2f}; group of {len(texts)} responses "
           f"({len(set(texts[:28]))} distinct valid patches, 28 valid, 4 invalid); cpu cores {os.cpu_count()}; "
-          f"idle before each cold group {args.idle_s:g} s; "
+          f"idle before each cold group {args.idle_s:g} s; workers pinned: {'yes' if args.pin else 'no'}; "
           f"load {load_text()}")
     window = CpuWindow()
     pools, startup = {}, {}
