@@ -17,7 +17,7 @@ median over repeats of the first worker count's cold time over this row's in the
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
 ceiling, not as a slow pool. `--idle-s S` sleeps S seconds before each cold group, every process
 idle, as a GRPO step's workers sit through sampling before its group is scored: on a 2-vCPU VM the
-cost of waking the workers and their hook processes after idle moves the 2-worker time (README).
+2-worker time rose after idle (benchmarks/README).
 """
 from __future__ import annotations
 
