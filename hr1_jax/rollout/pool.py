@@ -5,10 +5,14 @@ spawn-context processes with CPU-only JAX and accelerators hidden; each keeps it
 between jobs (building a catalog or opening a DB server connection is the slow part). Every worker
 talks to the parent over its own pipe (no shared queue lock a killed worker could leave held).
 
-Per-task results stream back as they finish. A worker that dies (crash, SIGKILL) or runs one task
-past the wall-clock budget (`job_timeout_s`, restarted at every streamed result) is killed (SIGTERM,
-then SIGKILL) and replaced. The task it was running is retried up to `max_retries` times; the job's
-tasks after it never started, so they are requeued under the job's attempt count so far. Episodes
+Per-task results stream back as they finish; results of tasks that end within `RESULT_FLUSH_S` of
+the worker's last message travel in one message (a ~2 ms SQLite episode would otherwise cost the
+parent one wake-up each, beside the workers). Each worker also records, in memory shared with the
+parent, which task of which job message it is running and since when. A worker that dies (crash,
+SIGKILL) or runs one task past the wall-clock budget (`job_timeout_s`, from that task's start) is
+killed (SIGTERM, then SIGKILL) and replaced. The task it was running is retried up to `max_retries`
+times; the job's other unreported tasks (never started, or finished but not yet sent) are requeued
+under the job's attempt count so far. Episodes
 that ended in an infra error are retried the same way. After that the remaining tasks come back
 with status "infra_error" and reward None, so callers can exclude them — the pool never hangs and
 never invents a score.
@@ -38,6 +42,7 @@ WORKER_ENV = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_D
               "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 INFRA_ERROR = "infra_error"
 POOL_FIELDS = ("task_id", "status", "error")   # what the pool itself reads of every result
+RESULT_FLUSH_S = 0.1   # a result waits at most this long after the worker's last message for company
 _ENV_LOCK = threading.Lock()
 
 
@@ -131,24 +136,30 @@ class JobRunner:
             env = self.envs[key] = make_env(key, self.config)
         return result, env
 
-    def run(self, job: dict, emit) -> None:
-        """Every task of `job`, each result emitted as ("result", job_id, episode) as it finishes,
-        the last one as ("done", job_id, episode) (one message, not two: each costs the parent a
-        wake-up beside the workers); ("done", job_id, None) for no tasks, ("fatal" | "error",
-        job_id, detail) when the job broke off."""
-        job_id = job["job_id"]
+    def run(self, job: dict, emit, progress=None) -> None:
+        """Every task of `job`. Finished episodes are emitted as ("results", job_id, [episode, ...])
+        once `RESULT_FLUSH_S` has passed since the last message, the rest with the end as ("done",
+        job_id, [...]) (each message costs the parent a wake-up beside the workers); ("fatal" |
+        "error", job_id, detail) when the job broke off, after the episodes it finished.
+        `progress` (a shared [seq, index, start] array): the task in flight, for the parent."""
+        job_id, batch = job["job_id"], []
         try:
             env, tasks, patch = self.prepare(job)
-            ids = job["task_ids"]
-            for n, tid in enumerate(ids, 1):
+            ids, sent = job["task_ids"], time.monotonic()
+            for n, tid in enumerate(ids):
+                if progress is not None:   # the job's seq last: a reader never pairs it with a stale index
+                    progress[1], progress[2], progress[0] = n, time.monotonic(), job.get("seq", -1)
                 result, env = self.episode(job, env, tasks, patch, tid)
-                emit(("result" if n < len(ids) else "done", job_id, result))
-            if not ids:
-                emit(("done", job_id, None))
-        except _FatalJobError as e:
-            emit(("fatal", job_id, str(e)))
+                batch.append(result)
+                if n + 1 < len(ids) and time.monotonic() - sent >= RESULT_FLUSH_S:
+                    emit(("results", job_id, batch))
+                    batch, sent = [], time.monotonic()
+            emit(("done", job_id, batch))
         except Exception as e:
-            emit(("error", job_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+            if batch:   # the episodes finished before the break are kept
+                emit(("results", job_id, batch))
+            emit(("fatal", job_id, str(e)) if isinstance(e, _FatalJobError) else
+                 ("error", job_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
 
     def close(self) -> None:
         for env in self.envs.values():
@@ -158,7 +169,7 @@ class JobRunner:
                 pass
 
 
-def _worker_main(conn, config_dict: dict) -> None:
+def _worker_main(conn, config_dict: dict, progress) -> None:
     os.environ.update(WORKER_ENV)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns shutdown
     runner = JobRunner(config_dict)
@@ -169,7 +180,7 @@ def _worker_main(conn, config_dict: dict) -> None:
             return
         if job is None:
             break
-        runner.run(job, conn.send)
+        runner.run(job, conn.send, progress)
     runner.close()
 
 
@@ -243,6 +254,8 @@ class _Job:
     remaining: list[int]
     attempts: int = 0
     last_error: str = ""
+    seq: int = -1                                          # of the job message last sent
+    sent: list[int] = dataclasses.field(default_factory=list)   # that message's task ids
 
 
 @dataclasses.dataclass
@@ -254,6 +267,7 @@ class _Worker:
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
     queued: _Job | None = None   # sent behind `job`: the worker starts it without a round trip
+    progress: object = None      # shared with the worker: [job message seq, task index, task start]
 
     @property
     def pid(self) -> int | None:
@@ -280,6 +294,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._pending: collections.deque[_Job] = collections.deque()
         self._ids = itertools.count()
+        self._seqs = itertools.count()   # job messages: a retried job's next message is told apart
         self._closed = False
         self._wake_r, self._wake_w = socket.socketpair()  # submit() wakes the dispatcher at once
         self._wake_r.setblocking(False)
@@ -362,7 +377,9 @@ class WorkerPool:
     # workers
     def _start_worker(self, slot: int) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child, self._config_dict), name="hr1-rollout-worker")
+        progress = self._ctx.RawArray("d", [-1.0, -1.0, 0.0])
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._config_dict, progress),
+                                 name="hr1-rollout-worker")
         with _ENV_LOCK:  # the spawned interpreter inherits os.environ at start: hide accelerators there
             saved = {k: os.environ.get(k) for k in WORKER_ENV}
             os.environ.update(WORKER_ENV)
@@ -381,7 +398,7 @@ class WorkerPool:
             except OSError:   # a host that will not let us narrow the CPU set: it runs unpinned
                 pass
         self.stats["workers_started"] += 1
-        w = _Worker(proc, parent, fd=parent.fileno())
+        w = _Worker(proc, parent, fd=parent.fileno(), progress=progress)
         self._by_fd[w.fd] = w
         self._poller.register(w.fd, select.POLLIN)
         return w
@@ -420,16 +437,32 @@ class WorkerPool:
         log_event("rollout", "worker_replaced", pid=w.pid, reason=reason,
                   job=job.handle.job_id if job else None)
         if job is not None:
-            self._blame_in_flight(job, w.retry_tasks, reason)
+            self._blame_in_flight(job, w.retry_tasks, reason, self._in_flight(w, job))
 
     # jobs
-    def _blame_in_flight(self, job: _Job, retry_tasks: list[int], reason: str) -> None:
-        """A dead or overrun worker was running the job's first remaining task: only that task (and
-        episodes that ended in infra errors) uses up a retry; the rest never started."""
-        rest = job.remaining[1:]
+    @staticmethod
+    def _progress(w, job: _Job | None) -> tuple[int, float] | None:
+        """(task index, start) of the task `w` is running if it belongs to `job`'s last message."""
+        p = getattr(w, "progress", None)
+        if p is None or job is None:
+            return None
+        index, start, seq = int(p[1]), float(p[2]), int(p[0])
+        return (index, start) if seq == job.seq and 0 <= index < len(job.sent) else None
+
+    def _in_flight(self, w, job: _Job) -> int | None:
+        """The task of `job` the worker was running when it died or overran (None: unknown)."""
+        at = self._progress(w, job)
+        return job.sent[at[0]] if at is not None and job.sent[at[0]] in job.remaining else None
+
+    def _blame_in_flight(self, job: _Job, retry_tasks: list[int], reason: str, in_flight: int | None = None) -> None:
+        """Only the task a dead or overrun worker was running (by default the job's first remaining
+        one) and episodes that ended in infra errors use up a retry; the job's other unreported tasks
+        never started or finished unsent, and are requeued unblamed."""
+        blamed = in_flight if in_flight is not None else job.remaining[0]
+        rest = [t for t in job.remaining if t != blamed]
         if rest:
             self._pending.append(_Job(job.handle, rest, attempts=job.attempts, last_error=reason))
-        self._retry_or_fail(job, job.remaining[:1] + retry_tasks, reason)
+        self._retry_or_fail(job, [blamed] + retry_tasks, reason)
 
     def _retry_or_fail(self, job: _Job, tasks: list[int], reason: str) -> None:
         job.last_error = reason
@@ -448,11 +481,11 @@ class WorkerPool:
             job.handle._put(failed_episode(spec.benchmark, spec.split, tid, spec.seed,
                                                  f"failed after {job.attempts + 1} attempts: {reason}"))
 
-    @staticmethod
-    def _job_message(job: _Job) -> dict:
+    def _job_message(self, job: _Job) -> dict:
         spec = job.handle.spec
-        return {"job_id": job.handle.job_id, "benchmark": spec.benchmark, "split": spec.split,
-                "task_ids": list(job.remaining), "patch": spec.patch, "target": spec.target or {},
+        job.seq, job.sent = next(self._seqs), list(job.remaining)
+        return {"job_id": job.handle.job_id, "seq": job.seq, "benchmark": spec.benchmark, "split": spec.split,
+                "task_ids": job.sent, "patch": spec.patch, "target": spec.target or {},
                 "seed": spec.seed, "fields": spec.fields}
 
     def _send(self, w: _Worker, job: _Job) -> None:
@@ -489,9 +522,10 @@ class WorkerPool:
         job = w.job
         if job is None or job.handle.job_id != job_id:
             return
-        if kind == "result" or (kind == "done" and payload is not None):   # "done" carries the last
-            self._on_result(w, job, payload)
-            if kind == "result":
+        if kind in ("results", "done"):   # "done" carries the job's last episodes
+            for episode in payload:
+                self._on_result(w, job, episode)
+            if kind == "results":
                 return
         retry = self._finish(w)
         if kind == "done":
@@ -545,6 +579,11 @@ class WorkerPool:
         now = time.monotonic()
         for w in list(self._workers):
             if w.job is not None and now > w.deadline:
+                # results travel in batches: the budget runs from the start of the task in flight
+                at = self._progress(w, w.job) or self._progress(w, w.queued)
+                if at is not None and at[1] + self.job_timeout_s > now:
+                    w.deadline = at[1] + self.job_timeout_s
+                    continue
                 self.stats["timeouts"] += 1
                 self._replace(w, f"a task exceeded the {self.job_timeout_s:.0f}s budget")
 

@@ -149,11 +149,11 @@ class RayWorkerPool(WorkerPool):
         if kind != "result":
             self._on_message(w, (kind, job_id, payload))
             return
-        self._on_message(w, ("result", job_id, payload))
+        self._on_message(w, ("results", job_id, [payload]))
         if w.job is not None and w.job.remaining:
             self._call_next(w)
         elif w.job is not None:
-            self._on_message(w, ("done", job_id, None))
+            self._on_message(w, ("done", job_id, []))
 
     def _dispatch_round(self) -> bool:
         ray = _ray()

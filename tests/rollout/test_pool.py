@@ -121,15 +121,62 @@ def test_an_idle_worker_that_dies_is_replaced_and_the_pool_still_runs_jobs():
         assert all(r["status"] == "completed" for r in results)
 
 
-def test_job_runner_sends_the_last_result_with_done():
+def test_job_runner_sends_quick_results_together_and_slow_ones_as_they_finish(monkeypatch):
+    from hr1_jax.rollout import pool as pool_mod
+    sent, progress = [], [-1.0, -1.0, 0.0]
+    runner = pool_mod.JobRunner({})
+    runner.run({"job_id": 7, "seq": 3, **spec([0, 1, 2]).__dict__}, sent.append, progress)
+    runner.run({"job_id": 8, **spec([]).__dict__}, sent.append)
+    assert [(kind, job, [ep["task_id"] for ep in eps]) for kind, job, eps in sent] == \
+        [("done", 7, [0, 1, 2]), ("done", 8, [])]   # toy episodes end well within RESULT_FLUSH_S
+    assert progress[:2] == [3.0, 2.0] and 0 < progress[2] <= time.monotonic()   # seq, last task's index, start
+    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 0.0)   # every episode "slow": each streams at once
+    sent.clear()
+    runner.run({"job_id": 9, **spec([0, 1, 2]).__dict__}, sent.append)
+    runner.close()
+    assert [(kind, [ep["task_id"] for ep in eps]) for kind, _, eps in sent] == \
+        [("results", [0]), ("results", [1]), ("done", [2])]
+
+
+def test_a_job_that_breaks_off_keeps_the_episodes_it_finished():
     from hr1_jax.rollout.pool import JobRunner
     sent = []
     runner = JobRunner({})
-    runner.run({"job_id": 7, **spec([0, 1, 2]).__dict__}, sent.append)
-    runner.run({"job_id": 8, **spec([]).__dict__}, sent.append)
+    runner.episode = (lambda real: lambda job, env, tasks, patch, tid:
+                      real(job, env, tasks, patch, tid) if tid < 2 else 1 / 0)(runner.episode)
+    runner.run({"job_id": 1, **spec([0, 1, 2]).__dict__}, sent.append)
     runner.close()
-    assert [(kind, job) for kind, job, _ in sent] == [("result", 7), ("result", 7), ("done", 7), ("done", 8)]
-    assert [ep["task_id"] for _, _, ep in sent[:3]] == [0, 1, 2] and sent[3][2] is None
+    assert [kind for kind, _, _ in sent] == ["results", "error"]
+    assert [ep["task_id"] for ep in sent[0][2]] == [0, 1] and "ZeroDivisionError" in sent[1][2]
+
+
+def test_a_crash_after_unsent_results_blames_the_task_in_flight_and_reruns_the_finished_ones(tmp_path, monkeypatch):
+    from hr1_jax.rollout import pool as pool_mod
+    crash = tmp_path / "crash_once"
+    monkeypatch.setenv("HR1_TOY_AGENT_CRASH_FILE", str(crash))
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")   # each task lasts 0.1-0.25 s
+    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 1e6)   # a job's results only ever travel with its end
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0) as pool:
+        h = pool.submit(spec(range(12)))
+        deadline = time.monotonic() + 60
+        while pool._workers[0].progress[1] < 3 and time.monotonic() < deadline:   # tasks 0-2 done, unsent
+            time.sleep(0.001)
+        crash.write_text("x")   # the next agent call (task 3 or later) SIGKILLs the worker
+        results = sorted(h.collect(timeout_s=60), key=lambda r: r["task_id"])
+        assert pool.stats["workers_replaced"] == 1 and pool.stats["jobs_failed"] == 1
+    failed = [r["task_id"] for r in results if r["status"] != "completed"]
+    assert len(failed) == 1 and failed[0] >= 3 and "worker died" in results[failed[0]]["error"]
+    assert [r["task_id"] for r in results] == list(range(12))   # 0-2 ran again, unblamed
+
+
+def test_the_task_budget_runs_from_the_task_start_not_the_last_message(monkeypatch):
+    from hr1_jax.rollout import pool as pool_mod
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.3")
+    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 1e6)   # no result before the job ends
+    with WorkerPool(num_workers=1, job_timeout_s=3, max_retries=0) as pool:
+        results = pool.run(spec(range(4)))   # each task well inside its budget, the job far beyond it
+        assert pool.stats["timeouts"] == 0
+    assert [r["status"] for r in results] == ["completed"] * 4
 
 
 def test_collect_waits_for_the_last_result_and_results_streams():
@@ -159,7 +206,9 @@ def test_a_job_with_fields_gets_only_those_keys_and_the_pools():
     runner.run({"job_id": 0, **spec([0, 1]).__dict__}, full.append)
     runner.run({"job_id": 1, **spec([0, 1], fields=("reward", "identity")).__dict__}, slim.append)
     runner.close()
-    for (_, _, a), (_, _, b) in zip(full, slim):
+    episodes = [(a, b) for (_, _, fa), (_, _, fb) in zip(full, slim) for a, b in zip(fa, fb, strict=True)]
+    assert len(episodes) == 2
+    for a, b in episodes:
         assert set(b) == {*POOL_FIELDS, "reward", "identity"} and "trajectory" in a
         assert all(b[k] == a[k] for k in b)
 
