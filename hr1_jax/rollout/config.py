@@ -19,6 +19,9 @@ def defaults() -> ml_collections.ConfigDict:
     # (benchmarks/README.md, reruns); several pools on one host would share the first CPUs.
     c.pin_workers = False
     c.job_timeout_s = 1800.0
+    # A finished episode waits at most this long after the worker's last message, so that quick ones
+    # travel together (each message is a parent wake-up beside the workers); 0 = one message each.
+    c.result_flush_s = 0.1
     c.max_job_retries = 2
     c.batch_size = 10
     c.reward_threshold = 1.0
@@ -49,6 +52,7 @@ def validate(c, config) -> None:
     require(isinstance(c.pin_workers, bool), "rollout.pin_workers", "must be true or false")
     require(c.batch_size >= 1, "rollout.batch_size", "must be >= 1")
     require(c.job_timeout_s > 0, "rollout.job_timeout_s", "must be > 0")
+    require(0 <= c.result_flush_s <= 60, "rollout.result_flush_s", "must be between 0 and 60 (seconds)")
     require(c.max_job_retries >= 0, "rollout.max_job_retries", "must be >= 0")
     require(c.reward_metric in METRICS, "rollout.reward_metric", f"must be one of {METRICS}")
     require(c.group_size >= 1, "rollout.group_size", "must be >= 1")

@@ -5,8 +5,8 @@ spawn-context processes with CPU-only JAX and accelerators hidden; each keeps it
 between jobs (building a catalog or opening a DB server connection is the slow part). Every worker
 talks to the parent over its own pipe (no shared queue lock a killed worker could leave held).
 
-Per-task results stream back as they finish; results of tasks that end within `RESULT_FLUSH_S` of
-the worker's last message travel in one message (a ~2 ms SQLite episode would otherwise cost the
+Per-task results stream back as they finish; results of tasks that end within
+`rollout.result_flush_s` of the worker's last message travel in one message (a ~2 ms SQLite episode would otherwise cost the
 parent one wake-up each, beside the workers). Each worker also records, in memory shared with the
 parent, which task of which job message it is running and since when. A worker that dies (crash,
 SIGKILL) or runs one task past the wall-clock budget (`job_timeout_s`, from that task's start) is
@@ -42,7 +42,6 @@ WORKER_ENV = {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_D
               "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 INFRA_ERROR = "infra_error"
 POOL_FIELDS = ("task_id", "status", "error")   # what the pool itself reads of every result
-RESULT_FLUSH_S = 0.1   # a result waits at most this long after the worker's last message for company
 _ENV_LOCK = threading.Lock()
 
 
@@ -138,20 +137,20 @@ class JobRunner:
 
     def run(self, job: dict, emit, progress=None) -> None:
         """Every task of `job`. Finished episodes are emitted as ("results", job_id, [episode, ...])
-        once `RESULT_FLUSH_S` has passed since the last message, the rest with the end as ("done",
+        once the job's `flush_s` has passed since the last message, the rest with the end as ("done",
         job_id, [...]) (each message costs the parent a wake-up beside the workers); ("fatal" |
         "error", job_id, detail) when the job broke off, after the episodes it finished.
-        `progress` (a shared [seq, index, start] array): the task in flight, for the parent."""
+        `progress` (shared with the parent, `_publish_progress`): the task in flight."""
         job_id, batch = job["job_id"], []
         try:
             env, tasks, patch = self.prepare(job)
-            ids, sent = job["task_ids"], time.monotonic()
+            ids, sent, flush_s = job["task_ids"], time.monotonic(), float(job.get("flush_s", 0.0))
             for n, tid in enumerate(ids):
-                if progress is not None:   # the job's seq last: a reader never pairs it with a stale index
-                    progress[1], progress[2], progress[0] = n, time.monotonic(), job.get("seq", -1)
+                if progress is not None:
+                    _publish_progress(progress, job.get("seq", -1), n)
                 result, env = self.episode(job, env, tasks, patch, tid)
                 batch.append(result)
-                if n + 1 < len(ids) and time.monotonic() - sent >= RESULT_FLUSH_S:
+                if n + 1 < len(ids) and time.monotonic() - sent >= flush_s:
                     emit(("results", job_id, batch))
                     batch, sent = [], time.monotonic()
             emit(("done", job_id, batch))
@@ -167,6 +166,21 @@ class JobRunner:
                 env.close()
             except Exception:
                 pass
+
+
+def _publish_progress(progress, seq: int, index: int) -> None:
+    """[version, job message seq, task index, task start] as a seqlock: the version is odd while the
+    fields change, so the parent, reading at any moment, never pairs a task with another's start."""
+    progress[0] += 1
+    progress[1], progress[2], progress[3] = seq, index, time.monotonic()
+    progress[0] += 1
+
+
+def _read_progress(progress) -> tuple[int, int, float] | None:
+    """(seq, index, start) as the worker last published them; None while it is writing them."""
+    version = progress[0]
+    seq, index, start = progress[1], progress[2], progress[3]
+    return None if version % 2 or progress[0] != version else (int(seq), int(index), start)
 
 
 def _worker_main(conn, config_dict: dict, progress) -> None:
@@ -267,7 +281,7 @@ class _Worker:
     deadline: float = 0.0
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
     queued: _Job | None = None   # sent behind `job`: the worker starts it without a round trip
-    progress: object = None      # shared with the worker: [job message seq, task index, task start]
+    progress: object = None      # shared with the worker: the task in flight (`_publish_progress`)
 
     @property
     def pid(self) -> int | None:
@@ -284,11 +298,14 @@ class WorkerPool:
     queue_behind = True
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
-                 max_retries: int | None = None, pin_workers: bool | None = None):
+                 max_retries: int | None = None, pin_workers: bool | None = None,
+                 result_flush_s: float | None = None):
         r = config.rollout if config is not None else None
         self.num_workers = int(num_workers or (r.num_workers if r else 2))
         self.job_timeout_s = float(job_timeout_s or (r.job_timeout_s if r else 1800.0))
         self.max_retries = int(max_retries if max_retries is not None else (r.max_job_retries if r else 2))
+        self.result_flush_s = float(result_flush_s if result_flush_s is not None else
+                                    (r.result_flush_s if r else 0.1))
         self._config_dict = pin_run_config(config.to_dict()) if config is not None else {}
         self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
@@ -377,7 +394,7 @@ class WorkerPool:
     # workers
     def _start_worker(self, slot: int) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        progress = self._ctx.RawArray("d", [-1.0, -1.0, 0.0])
+        progress = self._ctx.RawArray("d", [0.0, -1.0, -1.0, 0.0])
         proc = self._ctx.Process(target=_worker_main, args=(child, self._config_dict, progress),
                                  name="hr1-rollout-worker")
         with _ENV_LOCK:  # the spawned interpreter inherits os.environ at start: hide accelerators there
@@ -444,9 +461,10 @@ class WorkerPool:
     def _progress(w, job: _Job | None) -> tuple[int, float] | None:
         """(task index, start) of the task `w` is running if it belongs to `job`'s last message."""
         p = getattr(w, "progress", None)
-        if p is None or job is None:
+        at = _read_progress(p) if p is not None and job is not None else None
+        if at is None:
             return None
-        index, start, seq = int(p[1]), float(p[2]), int(p[0])
+        seq, index, start = at
         return (index, start) if seq == job.seq and 0 <= index < len(job.sent) else None
 
     def _in_flight(self, w, job: _Job) -> int | None:
@@ -459,7 +477,8 @@ class WorkerPool:
         one) and episodes that ended in infra errors use up a retry; the job's other unreported tasks
         never started or finished unsent, and are requeued unblamed."""
         blamed = in_flight if in_flight is not None else job.remaining[0]
-        rest = [t for t in job.remaining if t != blamed]
+        rest = list(job.remaining)
+        rest.remove(blamed)
         if rest:
             self._pending.append(_Job(job.handle, rest, attempts=job.attempts, last_error=reason))
         self._retry_or_fail(job, [blamed] + retry_tasks, reason)
@@ -486,7 +505,7 @@ class WorkerPool:
         job.seq, job.sent = next(self._seqs), list(job.remaining)
         return {"job_id": job.handle.job_id, "seq": job.seq, "benchmark": spec.benchmark, "split": spec.split,
                 "task_ids": job.sent, "patch": spec.patch, "target": spec.target or {},
-                "seed": spec.seed, "fields": spec.fields}
+                "seed": spec.seed, "fields": spec.fields, "flush_s": self.result_flush_s}
 
     def _send(self, w: _Worker, job: _Job) -> None:
         w.job, w.retry_tasks = job, []

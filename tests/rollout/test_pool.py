@@ -121,18 +121,20 @@ def test_an_idle_worker_that_dies_is_replaced_and_the_pool_still_runs_jobs():
         assert all(r["status"] == "completed" for r in results)
 
 
-def test_job_runner_sends_quick_results_together_and_slow_ones_as_they_finish(monkeypatch):
+def test_job_runner_sends_quick_results_together_and_slow_ones_as_they_finish():
     from hr1_jax.rollout import pool as pool_mod
-    sent, progress = [], [-1.0, -1.0, 0.0]
+    sent, progress = [], [0.0, -1.0, -1.0, 0.0]
     runner = pool_mod.JobRunner({})
-    runner.run({"job_id": 7, "seq": 3, **spec([0, 1, 2]).__dict__}, sent.append, progress)
-    runner.run({"job_id": 8, **spec([]).__dict__}, sent.append)
+    runner.run({"job_id": 7, "seq": 3, "flush_s": 60.0, **spec([0, 1, 2]).__dict__}, sent.append, progress)
+    runner.run({"job_id": 8, "flush_s": 60.0, **spec([]).__dict__}, sent.append)
     assert [(kind, job, [ep["task_id"] for ep in eps]) for kind, job, eps in sent] == \
-        [("done", 7, [0, 1, 2]), ("done", 8, [])]   # toy episodes end well within RESULT_FLUSH_S
-    assert progress[:2] == [3.0, 2.0] and 0 < progress[2] <= time.monotonic()   # seq, last task's index, start
-    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 0.0)   # every episode "slow": each streams at once
+        [("done", 7, [0, 1, 2]), ("done", 8, [])]   # toy episodes end well within flush_s
+    assert pool_mod._read_progress(progress)[:2] == (3, 2) and progress[0] == 6   # the last task's; 3 writes
+    assert 0 < pool_mod._read_progress(progress)[2] <= time.monotonic()
+    progress[0] += 1   # a write in progress: the parent reads nothing rather than a torn record
+    assert pool_mod._read_progress(progress) is None
     sent.clear()
-    runner.run({"job_id": 9, **spec([0, 1, 2]).__dict__}, sent.append)
+    runner.run({"job_id": 9, "flush_s": 0.0, **spec([0, 1, 2]).__dict__}, sent.append)   # each streams at once
     runner.close()
     assert [(kind, [ep["task_id"] for ep in eps]) for kind, _, eps in sent] == \
         [("results", [0]), ("results", [1]), ("done", [2])]
@@ -144,10 +146,15 @@ def test_a_job_that_breaks_off_keeps_the_episodes_it_finished():
     runner = JobRunner({})
     runner.episode = (lambda real: lambda job, env, tasks, patch, tid:
                       real(job, env, tasks, patch, tid) if tid < 2 else 1 / 0)(runner.episode)
-    runner.run({"job_id": 1, **spec([0, 1, 2]).__dict__}, sent.append)
+    runner.run({"job_id": 1, "flush_s": 60.0, **spec([0, 1, 2]).__dict__}, sent.append)
     runner.close()
     assert [kind for kind, _, _ in sent] == ["results", "error"]
     assert [ep["task_id"] for ep in sent[0][2]] == [0, 1] and "ZeroDivisionError" in sent[1][2]
+
+
+def _task_index(pool_mod, pool) -> int:
+    at = pool_mod._read_progress(pool._workers[0].progress)
+    return -1 if at is None else at[1]
 
 
 def test_a_crash_after_unsent_results_blames_the_task_in_flight_and_reruns_the_finished_ones(tmp_path, monkeypatch):
@@ -155,12 +162,13 @@ def test_a_crash_after_unsent_results_blames_the_task_in_flight_and_reruns_the_f
     crash = tmp_path / "crash_once"
     monkeypatch.setenv("HR1_TOY_AGENT_CRASH_FILE", str(crash))
     monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")   # each task lasts 0.1-0.25 s
-    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 1e6)   # a job's results only ever travel with its end
-    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0) as pool:
+    # a job's results only ever travel with its end
+    with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0, result_flush_s=60) as pool:
         h = pool.submit(spec(range(12)))
         deadline = time.monotonic() + 60
-        while pool._workers[0].progress[1] < 3 and time.monotonic() < deadline:   # tasks 0-2 done, unsent
+        while _task_index(pool_mod, pool) < 3 and time.monotonic() < deadline:   # tasks 0-2 done, unsent
             time.sleep(0.001)
+        assert not h._arrived
         crash.write_text("x")   # the next agent call (task 3 or later) SIGKILLs the worker
         results = sorted(h.collect(timeout_s=60), key=lambda r: r["task_id"])
         assert pool.stats["workers_replaced"] == 1 and pool.stats["jobs_failed"] == 1
@@ -170,10 +178,8 @@ def test_a_crash_after_unsent_results_blames_the_task_in_flight_and_reruns_the_f
 
 
 def test_the_task_budget_runs_from_the_task_start_not_the_last_message(monkeypatch):
-    from hr1_jax.rollout import pool as pool_mod
     monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.3")
-    monkeypatch.setattr(pool_mod, "RESULT_FLUSH_S", 1e6)   # no result before the job ends
-    with WorkerPool(num_workers=1, job_timeout_s=3, max_retries=0) as pool:
+    with WorkerPool(num_workers=1, job_timeout_s=3, max_retries=0, result_flush_s=60) as pool:   # one message
         results = pool.run(spec(range(4)))   # each task well inside its budget, the job far beyond it
         assert pool.stats["timeouts"] == 0
     assert [r["status"] for r in results] == ["completed"] * 4
@@ -292,3 +298,18 @@ def test_pinned_worker_slots_keep_one_cpu_with_their_hook_processes_and_replacem
         assert [os.sched_getaffinity(p) for p in pool.worker_pids()] == slot_cpu
     with WorkerPool(c, num_workers=1, pin_workers=False) as pool:
         assert os.sched_getaffinity(pool.worker_pids()[0]) == set(cpus)
+
+
+def test_result_flush_s_is_validated_and_reaches_the_job_messages():
+    from hr1_jax.config import base_config, validate_config
+    from hr1_jax.rollout.pool import _Job
+    from hr1_jax.utils.config_errors import ConfigError
+    c = base_config()
+    c.rollout.result_flush_s = -1.0
+    with pytest.raises(ConfigError, match="rollout.result_flush_s"):
+        validate_config(c)
+    c.rollout.result_flush_s = 0.25
+    validate_config(c)
+    with WorkerPool(c, num_workers=1) as pool:
+        job = _Job(pool.submit(spec([])), [])
+        assert pool._job_message(job)["flush_s"] == 0.25   # the message a worker gets
