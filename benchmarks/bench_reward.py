@@ -2,7 +2,7 @@
 rollout workers (scripted target), and what the content-addressed cache's dedupe saves.
 
   .venv/bin/python benchmarks/bench_reward.py [--benchmark dbbench] [--backend sqlite|mariadb|auto]
-                                              [--workers 1,2,4] [--repeats 3] [--idle-s 0] [--pin]
+                                              [--workers 1,2,4] [--repeats 4] [--idle-s 0] [--pin]
 
 The reward cache of each group is a fresh temporary folder (`TMPDIR` chooses where: its file
 system's metadata speed is part of the parent's CPU per group).
@@ -11,7 +11,11 @@ The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 resp
 responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
 same group again ("warm", all cache hits), and of scoring every valid response separately with no
 sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately.
-Every worker count's pool is started first and the repeats interleave them. `speedup` is the
+Every worker count's pool is started first and the repeats interleave them: in each repeat the cold
+groups run back to back, in the given order on even repeats and reversed on odd ones (on a 2-vCPU VM
+the group that ran right after another pool's was the slower one, whichever pool it was: a fixed
+order would favour one worker count; an even `--repeats` balances the orders exactly, and the ratio
+is also printed by order), then the warm, no-dedupe and control runs. `speedup` is the
 median over repeats of the first worker count's cold time over this row's in the same repeat;
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
@@ -160,7 +164,7 @@ def main(argv=None) -> int:
     ap.add_argument("--benchmark", default="dbbench")
     ap.add_argument("--backend", default="sqlite")
     ap.add_argument("--workers", default="1,2,4")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--idle-s", type=float, default=0.0, help="sleep before each cold group (all idle)")
     ap.add_argument("--pin", action="store_true", help="rollout.pin_workers=true: each worker and its hook "
                                                       "process on one CPU")
@@ -194,18 +198,24 @@ def main(argv=None) -> int:
     ceiling = CpuCeiling(counts)
     rec = {n: collections.defaultdict(list) for n in counts}
     try:
-        for _ in range(args.repeats):   # interleaved: a load change hits every worker count alike
-            for n in counts:
-                with tempfile.TemporaryDirectory() as d:
+        for r in range(args.repeats):   # interleaved: a load change hits every worker count alike
+            # The cold groups run back to back, in the given order on even repeats and reversed on
+            # odd ones: each worker count's cold group follows the other pools' work (or the last
+            # repeat's control) as often as the others' do. Then the warm, no-dedupe and control runs.
+            order = counts if r % 2 == 0 else counts[::-1]
+            with tempfile.TemporaryDirectory() as d:
+                for position, n in enumerate(order):
                     cold, cpu, wcpu, warm, evals, scores = _cold_group(pools[n], c, rows, texts,
-                                                                       os.path.join(d, "shared"), args.idle_s)
+                                                                       os.path.join(d, f"shared{n}"), args.idle_s)
                     rec[n]["cold"].append(cold)
+                    rec[n]["position"].append(position)
                     rec[n]["parent_cpu"].append(cpu)
                     rec[n]["worker_cpu"].append(wcpu)
                     rec[n]["warm"].append(warm)
                     rec[n]["evals"], rec[n]["scores"] = evals, scores
-                    rec[n]["nodedupe"].append(_no_dedupe(pools[n], c, row, texts, d, n))
-                rec[n]["ceiling"].append(ceiling.sample(n) if n > 1 else 1.0)
+                for n in counts:
+                    rec[n]["nodedupe"].append(_no_dedupe(pools[n], c, row, texts, os.path.join(d, f"own{n}"), n))
+                    rec[n]["ceiling"].append(ceiling.sample(n) if n > 1 else 1.0)
     finally:
         ceiling.close()
         for pool in pools.values():
@@ -223,6 +233,14 @@ def main(argv=None) -> int:
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
+    for n in counts[1:]:   # the same-repeat ratio, split by which of the two pools' cold groups ran first
+        later = [b / x for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
+                                                    rec[n]["position"]) if pos > b_pos]
+        earlier = [b / x for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
+                                                      rec[n]["position"]) if pos < b_pos]
+        if later and earlier:
+            print(f"speedup of {n} workers by order: ran after {counts[0]} worker(s)' group {med(later):.2f}x "
+                  f"({len(later)} repeats), before it {med(earlier):.2f}x ({len(earlier)} repeats)")
     per_group = {n: med(rec[n]["worker_cpu"]) * 1000 for n in counts}
     jobs = {n: max(1, rec[n]["evals"] * len(worker_shares(list(range(10)), n))) for n in counts}
     print("worker_cpu_ms: the workers' and their hook processes' CPU over the cold group (per job: over evals x "
