@@ -177,10 +177,13 @@ def _publish_progress(progress, seq: int, index: int) -> None:
 
 
 def _read_progress(progress) -> tuple[int, int, float] | None:
-    """(seq, index, start) as the worker last published them; None while it is writing them."""
-    version = progress[0]
-    seq, index, start = progress[1], progress[2], progress[3]
-    return None if version % 2 or progress[0] != version else (int(seq), int(index), start)
+    """(seq, index, start) as the worker last published them; None only if it died mid-write."""
+    for _ in range(1000):   # a write takes microseconds: a read that overlapped one is repeated
+        version = progress[0]
+        seq, index, start = progress[1], progress[2], progress[3]
+        if not version % 2 and progress[0] == version:
+            return int(seq), int(index), start
+    return None
 
 
 def _worker_main(conn, config_dict: dict, progress) -> None:

@@ -131,13 +131,25 @@ def test_job_runner_sends_quick_results_together_and_slow_ones_as_they_finish():
         [("done", 7, [0, 1, 2]), ("done", 8, [])]   # toy episodes end well within flush_s
     assert pool_mod._read_progress(progress)[:2] == (3, 2) and progress[0] == 6   # the last task's; 3 writes
     assert 0 < pool_mod._read_progress(progress)[2] <= time.monotonic()
-    progress[0] += 1   # a write in progress: the parent reads nothing rather than a torn record
+    progress[0] += 1   # a write that never ends (a worker killed in it): no record rather than a torn one
     assert pool_mod._read_progress(progress) is None
     sent.clear()
     runner.run({"job_id": 9, "flush_s": 0.0, **spec([0, 1, 2]).__dict__}, sent.append)   # each streams at once
     runner.close()
     assert [(kind, [ep["task_id"] for ep in eps]) for kind, _, eps in sent] == \
         [("results", [0]), ("results", [1]), ("done", [2])]
+
+
+def test_a_progress_read_that_overlaps_a_write_is_repeated():
+    from hr1_jax.rollout.pool import _read_progress
+
+    class MidWrite(list):   # the worker finishes its write between the parent's first two looks
+        versions = iter([1.0, 3.0, 4.0, 4.0])
+
+        def __getitem__(self, i):
+            return next(self.versions) if i == 0 else list.__getitem__(self, i)
+
+    assert _read_progress(MidWrite([0.0, 5.0, 2.0, 12.5])) == (5, 2, 12.5)
 
 
 def test_a_job_that_breaks_off_keeps_the_episodes_it_finished():
