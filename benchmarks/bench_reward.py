@@ -234,10 +234,10 @@ def main(argv=None) -> int:
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
     for n in counts[1:]:   # the same-repeat ratio, split by which of the two pools' cold groups ran first
-        later = [b / x for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
-                                                    rec[n]["position"]) if pos > b_pos]
-        earlier = [b / x for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
-                                                      rec[n]["position"]) if pos < b_pos]
+        pairs = [(b / x, pos > b_pos) for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
+                                                                  rec[n]["position"])]
+        later = [q for q, ran_after in pairs if ran_after]
+        earlier = [q for q, ran_after in pairs if not ran_after]
         if later and earlier:
             print(f"speedup of {n} workers by order: ran after {counts[0]} worker(s)' group {med(later):.2f}x "
                   f"({len(later)} repeats), before it {med(earlier):.2f}x ({len(earlier)} repeats)")

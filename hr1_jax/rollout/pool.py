@@ -463,8 +463,7 @@ class WorkerPool:
     @staticmethod
     def _progress(w, job: _Job | None) -> tuple[int, float] | None:
         """(task index, start) of the task `w` is running if it belongs to `job`'s last message."""
-        p = getattr(w, "progress", None)
-        at = _read_progress(p) if p is not None and job is not None else None
+        at = _read_progress(w.progress) if w.progress is not None and job is not None else None
         if at is None:
             return None
         seq, index, start = at

@@ -64,6 +64,7 @@ class _Actor:
     queued: _Job | None = None  # never used: one call in flight per actor (queue_behind False)
     ref: object = None          # the task call in flight
     job_ref: object = None      # the job message, put in the object store once per job
+    progress: object = None     # none published: each call is one task, so blame is exact already
     _pid: int | None = None
 
     @property
