@@ -46,7 +46,7 @@ class HookEvent:
     detail: str | None = None     # e.g. the action before/after a rewrite
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return dict(vars(self))   # flat immutable fields: what `asdict` gives, ~30x cheaper
 
 
 @dataclasses.dataclass
@@ -72,11 +72,16 @@ class EpisodeResult:
     def infra_failed(self) -> bool:
         return self.status == INFRA_ERROR
 
-    def to_dict(self, fields: tuple[str, ...] | None = None) -> dict:
-        """Every field, or only `fields` (each as `asdict` would copy it)."""
+    def to_dict(self, fields: tuple[str, ...] | None = None, *, copy_values: bool = True) -> dict:
+        """Every field, or only `fields`, each as `asdict` would copy it; with `copy_values=False`
+        the values themselves, for a caller that copies them its own way (a rollout worker
+        pickles them: `asdict`'s copy costs ~10% of a patched dbbench episode's CPU)."""
+        names = [f.name for f in dataclasses.fields(self)] if fields is None else fields
+        if not copy_values:
+            return {name: getattr(self, name) for name in names}
         if fields is None:
             return dataclasses.asdict(self)
-        return {name: copy.deepcopy(getattr(self, name)) for name in fields}
+        return {name: copy.deepcopy(getattr(self, name)) for name in names}
 
     @classmethod
     def from_dict(cls, row: dict) -> "EpisodeResult":

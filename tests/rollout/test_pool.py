@@ -231,6 +231,31 @@ def test_a_job_with_fields_gets_only_those_keys_and_the_pools():
         assert all(b[k] == a[k] for k in b)
 
 
+
+def test_a_worker_row_is_the_asdict_of_its_episode_and_a_snapshot_of_it(monkeypatch):
+    import dataclasses
+    from hr1_jax import runtime
+    from hr1_jax.rollout.pool import JobRunner
+    made = []
+
+    def recorded(*args, **kw):
+        made.append(real(*args, **kw))
+        return made[-1]
+
+    real = runtime.run_episode
+    monkeypatch.setattr(runtime, "run_episode", recorded)
+    runner = JobRunner({})
+    sent = []
+    runner.run({"job_id": 0, "flush_s": 60.0, **spec([0, 1]).__dict__}, sent.append)
+    runner.close()
+    rows = sent[0][2]
+    assert len(made) == 2 and rows == [dataclasses.asdict(e) for e in made]
+    expected = dataclasses.asdict(made[0])
+    made[0].trajectory[0]["content"] = "changed after the episode"   # e.g. an env reusing its dicts
+    made[0].final["extra"] = 1
+    made[0].hook_events.append({"hook": "late"})
+    assert rows[0] == expected
+
 def test_submit_wakes_the_dispatcher_only_when_a_worker_has_a_free_slot(monkeypatch):
     monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.05")   # the first job lasts over a second
     with WorkerPool(num_workers=1, job_timeout_s=60, max_retries=0) as pool:

@@ -84,6 +84,20 @@ def test_pre_hint_message_injected_before_agent_call():
     assert r.counts["hint_messages"] == 1 and r.counts["hook_calls"] == 3
 
 
+
+def test_hook_event_rows_are_their_asdict_and_to_dict_can_skip_the_copy():
+    from hr1_jax.runtime.episode import HookEvent
+    env, t = CounterEnv(), task()
+    r = run_episode(env, CounterAgent(t), t, PyPatch(make_pre_hint=lambda ctx, nb: {"message": "go"},
+                                                       on_post_step=lambda ctx, nb: 1 / 0))
+    assert r.hook_events and {e["hook"] for e in r.hook_events} == {"make_pre_hint", "on_post_step"}
+    for row in r.hook_events:
+        assert row == dataclasses.asdict(HookEvent(**row))
+    assert r.to_dict() == dataclasses.asdict(r)
+    shallow = r.to_dict(copy_values=False)
+    assert shallow == r.to_dict() and shallow["trajectory"] is r.trajectory
+    assert r.to_dict(("reward", "trajectory"))["trajectory"] is not r.trajectory
+
 def test_block_skips_env_step_and_answers_with_tool_message():
     env, t = CounterEnv(), task()
 
