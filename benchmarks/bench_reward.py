@@ -15,7 +15,7 @@ Every worker count's pool is started first and the repeats interleave them: in e
 groups run back to back, in the given order on even repeats and reversed on odd ones (on a 2-vCPU VM
 the group that ran right after another pool's was the slower one, whichever pool it was: a fixed
 order would favour one worker count; an even `--repeats` balances the orders exactly, and the ratio
-is also printed by order), then the warm, no-dedupe and control runs. `speedup` is the
+is also printed by order, and its spread over repeats), then the warm, no-dedupe and control runs. `speedup` is the
 median over repeats of the first worker count's cold time over this row's in the same repeat;
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
@@ -233,6 +233,12 @@ def main(argv=None) -> int:
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
+    for n in counts[1:]:   # how far the same-repeat ratios spread: the median alone hides the box's swings
+        ratios = sorted(b / x for b, x in zip(base, rec[n]["cold"]))
+        if len(ratios) >= 4:
+            q1, _, q3 = statistics.quantiles(ratios, n=4)
+            print(f"speedup of {n} workers over repeats: min {ratios[0]:.2f}x, quartiles {q1:.2f}x / {q3:.2f}x, "
+                  f"max {ratios[-1]:.2f}x")
     for n in counts[1:]:   # the same-repeat ratio, split by which of the two pools' cold groups ran first
         pairs = [(b / x, pos > b_pos) for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
                                                                   rec[n]["position"])]
