@@ -76,11 +76,11 @@ class EpisodeResult:
         """Every field, or only `fields`, each as `asdict` would copy it; with `copy_values=False`
         the values themselves, for a caller that copies them its own way (a rollout worker
         pickles them: `asdict`'s copy costs ~10% of a patched dbbench episode's CPU)."""
+        if fields is None and copy_values:
+            return dataclasses.asdict(self)
         names = [f.name for f in dataclasses.fields(self)] if fields is None else fields
         if not copy_values:
             return {name: getattr(self, name) for name in names}
-        if fields is None:
-            return dataclasses.asdict(self)
         return {name: copy.deepcopy(getattr(self, name)) for name in names}
 
     @classmethod
