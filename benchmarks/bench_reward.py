@@ -233,15 +233,16 @@ def main(argv=None) -> int:
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
-    for n in counts[1:]:   # how far the same-repeat ratios spread: the median alone hides the box's swings
-        ratios = sorted(b / x for b, x in zip(base, rec[n]["cold"]))
+    for n in counts[1:]:
+        # how far the same-repeat ratios spread (the median alone hides the box's swings), and the
+        # same ratios split by which of the two pools' cold groups ran first
+        same = [b / x for b, x in zip(base, rec[n]["cold"])]
+        ratios = sorted(same)
         if len(ratios) >= 4:
             q1, _, q3 = statistics.quantiles(ratios, n=4)
             print(f"speedup of {n} workers over repeats: min {ratios[0]:.2f}x, quartiles {q1:.2f}x / {q3:.2f}x, "
                   f"max {ratios[-1]:.2f}x")
-    for n in counts[1:]:   # the same-repeat ratio, split by which of the two pools' cold groups ran first
-        pairs = [(b / x, pos > b_pos) for b, x, b_pos, pos in zip(base, rec[n]["cold"], rec[counts[0]]["position"],
-                                                                  rec[n]["position"])]
+        pairs = [(q, pos > b_pos) for q, b_pos, pos in zip(same, rec[counts[0]]["position"], rec[n]["position"])]
         later = [q for q, ran_after in pairs if ran_after]
         earlier = [q for q, ran_after in pairs if not ran_after]
         if later and earlier:

@@ -461,7 +461,7 @@ class WorkerPool:
         log_event("rollout", "worker_replaced", pid=w.pid, reason=reason,
                   job=job.handle.job_id if job else None)
         if job is not None:
-            self._blame_in_flight(job, w.retry_tasks, reason, self._in_flight(w, job))
+            self._blame_in_flight(w, job, reason)
 
     # jobs
     @staticmethod
@@ -473,21 +473,19 @@ class WorkerPool:
         seq, index, start = at
         return (index, start) if seq == job.seq and 0 <= index < len(job.sent) else None
 
-    def _in_flight(self, w, job: _Job) -> int | None:
-        """The task of `job` the worker was running when it died or overran (None: unknown)."""
+    def _blame_in_flight(self, w: _Worker, job: _Job, reason: str) -> None:
+        """Only the task the dead or overrun worker `w` was running (its progress record; the job's
+        first remaining task when that is unknown) and episodes that ended in infra errors use up a
+        retry; the job's other unreported tasks never started or finished unsent, and are requeued
+        unblamed."""
         at = self._progress(w, job)
-        return job.sent[at[0]] if at is not None and job.sent[at[0]] in job.remaining else None
-
-    def _blame_in_flight(self, job: _Job, retry_tasks: list[int], reason: str, in_flight: int | None = None) -> None:
-        """Only the task a dead or overrun worker was running (by default the job's first remaining
-        one) and episodes that ended in infra errors use up a retry; the job's other unreported tasks
-        never started or finished unsent, and are requeued unblamed."""
-        blamed = in_flight if in_flight is not None else job.remaining[0]
+        in_flight = job.sent[at[0]] if at is not None else None
+        blamed = in_flight if in_flight in job.remaining else job.remaining[0]
         rest = list(job.remaining)
         rest.remove(blamed)
         if rest:
             self._pending.append(_Job(job.handle, rest, attempts=job.attempts, last_error=reason))
-        self._retry_or_fail(job, [blamed] + retry_tasks, reason)
+        self._retry_or_fail(job, [blamed] + w.retry_tasks, reason)
 
     def _retry_or_fail(self, job: _Job, tasks: list[int], reason: str) -> None:
         job.last_error = reason
