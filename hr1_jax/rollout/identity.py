@@ -7,12 +7,15 @@ re-raises it, it is never turned into a 0. Integer task ids alone never count as
 """
 from __future__ import annotations
 
+import marshal
 import re
 
 from envs.base import TASK_MANIFEST_PROTOCOL, canonical_sha256
 
 BATCH_PROTOCOL = "hr1_batch_identity_v1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_DIGESTS_KEPT = 4096
+_digests: dict[bytes, str] = {}   # marshal bytes of a manifest body -> canonical_sha256 of it
 
 
 class IdentityError(RuntimeError):
@@ -25,10 +28,28 @@ def check_manifest(manifest: dict) -> str:
         raise IdentityError(f"task manifest missing or wrong protocol: {str(manifest)[:200]}")
     body = {k: v for k, v in manifest.items() if k != "sha256"}
     digest = manifest.get("sha256", "")
-    if not _HEX64.match(str(digest)) or canonical_sha256(body) != digest:
+    if not _HEX64.match(str(digest)) or _body_digest(body) != digest:
         raise IdentityError(f"task manifest digest does not recompute for task {manifest.get('task_id')}")
     if not _HEX64.match(str(manifest.get("payload_sha256", ""))):
         raise IdentityError(f"task manifest for task {manifest.get('task_id')} lacks payload_sha256")
+    return digest
+
+
+def _body_digest(body: dict) -> str:
+    """`canonical_sha256(body)`, remembered by the body's marshal bytes: a rerun batch repeats the
+    baseline's manifests, and hashing each anew was parent CPU beside the rollout workers. Equal
+    marshal bytes mean the same exact built-in types and values in the same order, so the same
+    canonical JSON (`==` would not do: 1 == 1.0 == True hash differently); a body marshal
+    refuses (a subclass, a foreign object) is hashed every time."""
+    try:
+        memo = marshal.dumps(body)
+    except ValueError:
+        return canonical_sha256(body)
+    digest = _digests.get(memo)
+    if digest is None:
+        if len(_digests) >= _DIGESTS_KEPT:
+            _digests.clear()
+        digest = _digests[memo] = canonical_sha256(body)
     return digest
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from hr1_jax.data.rows import group_rows, read_jsonl, rl_row, rows_dataset, sft_assistant_text, write_jsonl
 from hr1_jax.rollout.batches import baseline_metadata
-from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity
+from hr1_jax.rollout.identity import IdentityError, assert_rerun_matches, check_batch_identity, check_manifest
 from hr1_jax.rollout.packets import failure_packet, sanitise, select, trace_packet, trim, TraceCase
 from hr1_jax.runtime import EpisodeResult, run_episode
 from toy_env import CounterAgent, CounterEnv
@@ -43,6 +43,21 @@ def test_identity_round_trip_and_every_tampering_is_caught():
     forged["task_manifests"]["3"] = forged["task_manifests"]["0"]
     with pytest.raises(IdentityError, match="batch digest"):
         check_batch_identity(forged)
+
+
+def test_a_remembered_manifest_digest_never_stands_for_a_different_body():
+    manifest = episodes([0])[0]["identity"]
+    assert check_manifest(manifest) == check_manifest(dict(manifest)) == manifest["sha256"]  # the second is remembered
+    # Equal under `==` but not the same canonical JSON: each must be hashed, not matched to the memo.
+    for seed in (float(manifest["seed"]), bool(manifest["seed"])):
+        with pytest.raises(IdentityError, match="does not recompute"):
+            check_manifest(dict(manifest, seed=seed))
+
+    class Seed(int):   # marshal refuses a subclass: hashed every time, never remembered
+        pass
+    assert check_manifest(dict(manifest, seed=Seed(manifest["seed"]))) == manifest["sha256"]
+    reordered = dict(reversed(list(manifest.items())))   # another key order: the same canonical digest
+    assert check_manifest(reordered) == manifest["sha256"]
 
 
 def test_trim_sanitise_and_selection():
