@@ -69,10 +69,14 @@ def dumps_line(value: Any) -> str:
 
 
 def _write_atomic(path: str, chunks: Iterable[str]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"  # unique per writer, same filesystem
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        f = open(tmp, "w", encoding="utf-8")
+    except FileNotFoundError:  # the folder is made only when missing: most writes go to one that exists
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        f = open(tmp, "w", encoding="utf-8")
+    try:
+        with f:
             for chunk in chunks:
                 f.write(chunk)
         os.replace(tmp, path)

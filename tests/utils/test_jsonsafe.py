@@ -73,3 +73,11 @@ def test_write_json_round_trips_with_its_dump_options(tmp_path):
     path = tmp_path / "s.json"
     write_json(str(path), {"b": 1, "a": "x" + SURROGATE}, sort_keys=True)
     assert path.read_text(encoding="utf-8") == '{\n "a": "x?",\n "b": 1\n}'
+
+
+def test_writes_make_missing_folders_and_reuse_existing_ones(tmp_path):
+    path = tmp_path / "new" / "deeper" / "s.json"
+    write_json(str(path), {"a": 1})           # folders missing: made
+    write_jsonl(str(path.with_name("r.jsonl")), [{"i": 0}])   # folder there: written straight in
+    assert json.loads(path.read_text(encoding="utf-8")) == {"a": 1}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["r.jsonl", "s.json"]
