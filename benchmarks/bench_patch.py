@@ -10,6 +10,9 @@ issue-17 targets checked in the same run.
   pickled round trip over pipes, watchdog; again with caller and hook process on one CPU, as a
   pinned rollout worker calls it), next to a bare call of the same rewritten function
   without a budget (named baseline of the ratios) and the ~116 µs of the tracer-based design;
+* the floor under both walls: a 4-byte pipe round trip to a Python child that only echoes, the
+  two processes where the scheduler puts them and on one CPU (a cross-CPU wake-up is most of it on
+  a virtual machine whose idle vCPUs halt);
 * ctx per call site: `env.hook_context` on a live DBBench (SQLite) and ALFWorld env, the ctx the
   hook call then copies once (frozen inline, pickled to the hook process);
 * validation: parse + normalise + sandbox-compile of a full engineer response built from each
@@ -29,7 +32,9 @@ import argparse
 import json
 import os
 import platform
+import select
 import statistics
+import subprocess
 import sys
 import sysconfig
 import time
@@ -163,6 +168,35 @@ def pinned(child_pid: int, measure):
         os.sched_setaffinity(child_pid, allowed)
 
 
+ECHO_CHILD = "import os\nwhile True:\n    b = os.read(0, 4)\n    if not b: break\n    os.write(1, b)\n"
+
+
+def pipe_floor(calls: int, repeats: int) -> None:
+    """The floor under a both-walls call: µs per 4-byte round trip over pipes to a Python child that
+    only echoes (no pickling, no hook), waited for with select as the hook process's caller waits;
+    with caller and child left to the scheduler (on an idle box the child usually wakes on the
+    other CPU) and on one CPU."""
+    child = subprocess.Popen([sys.executable, "-c", ECHO_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    fi, fo = child.stdin.fileno(), child.stdout.fileno()
+
+    def round_trip():
+        os.write(fi, b"ping")
+        select.select([fo], [], [], 10)
+        os.read(fo, 4)
+
+    try:
+        round_trip()
+        free_us, free_cpu = per_call_us(round_trip, calls, repeats, child.pid)
+        one_us, one_cpu = pinned(child.pid, lambda: per_call_us(round_trip, calls, repeats, child.pid))
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+    print(f"pipe round trip, 4 bytes to an echoing Python child (median of {repeats} x {calls}; the floor "
+          "under 'both walls'):")
+    print(f"  {'caller and child where the scheduler puts them':52s}{free_us:8.1f} us/call  cpu {free_cpu:6.1f}")
+    print(f"  {'  caller and child on one CPU':52s}{one_us:8.1f} us/call  cpu {one_cpu:6.1f}")
+
+
 def bench_ctx_build(calls: int, repeats: int) -> None:
     """µs per `env.hook_context` at a real call site (the ctx a hook call then freezes or pickles
     once): DBBench (SQLite) after one SQL step, ALFWorld (TextWorld) after one step."""
@@ -248,6 +282,7 @@ def main() -> int:
     alf = json.loads((REF / "examples/heldout_generalization/harness-r1/seed20260721/alfworld.json").read_text())
     alf = bench_hook("alfworld harness-r1 seed20260721 on_post_step", alf, "on_post_step", [ALFWORLD_CTX],
                      args.calls, args.repeats)
+    pipe_floor(args.calls, args.repeats)
     bench_ctx_build(args.calls, args.repeats)
 
     files = sorted(p for p in REF.rglob("*.json") if "actions" in json.loads(p.read_text()))
