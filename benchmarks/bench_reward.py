@@ -10,7 +10,8 @@ system's metadata speed is part of the parent's CPU per group).
 The group holds 6 distinct valid patches (duplicated as GRPO groups are: 28 responses) and 4 invalid
 responses. Per worker count: median wall time of `score_group` on a fresh cache ("cold"), of the
 same group again ("warm", all cache hits), and of scoring every valid response separately with no
-sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately.
+sharing ("no dedupe"). Prints medians; worker start-up is excluded and reported separately, and every
+worker starts its hook process (which it keeps across groups) on patched episodes before the timing.
 Every worker count's pool is started first and the repeats interleave them: in each repeat the cold
 groups run back to back, in the given order on even repeats and reversed on odd ones (on a 2-vCPU VM
 the group that ran right after another pool's was the slower one, whichever pool it was: a fixed
@@ -41,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from hr1_jax.config import base_config, validate_config  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
 from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares  # noqa: E402
-from hr1_jax.rollout.reward import RewardContext, score_group, score_response  # noqa: E402
+from hr1_jax.rollout.reward import RewardContext, prepare_patch, score_group, score_response  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
@@ -137,6 +138,27 @@ def _tree_cpu_s(pids: list[int]) -> float:
     return total
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(k) for tid in os.listdir(f"/proc/{pid}/task")
+                for k in open(f"/proc/{pid}/task/{tid}/children").read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _start_hook_processes(pool, c, patch, tries: int = 5) -> None:
+    """Run patched episodes until every worker has started its hook process (a rollout worker
+    keeps it across groups; its ~0.1 s start would otherwise land in the first repeat's cold
+    groups). Where /proc lists no children, the patched batch runs once."""
+    for _ in range(tries):
+        run_batch(pool, c.benchmark, c.split, list(range(2 * pool.num_workers)), target=c.target.to_dict(),
+                  seed=0, patch=patch)
+        if all(_children(pid) for pid in pool.worker_pids()) or not os.path.exists("/proc/self/task"):
+            return
+    print(f"warning: {sum(bool(_children(pid)) for pid in pool.worker_pids())} of {pool.num_workers} workers "
+          "started a hook process before the timed groups")
+
+
 def _cold_group(pool, c, rows, texts, folder, idle_s: float):
     ctx = RewardContext(c, pool=pool, cache_dir=folder)
     pids = pool.worker_pids()
@@ -190,11 +212,13 @@ def main(argv=None) -> int:
           f"load {load_text()}")
     window = CpuWindow()
     pools, startup = {}, {}
+    warm_patch = prepare_patch(texts[0], c.benchmark, c)[0]
     for n in counts:
         t0 = time.perf_counter()
         pools[n] = WorkerPool(c, num_workers=n)
         pools[n].run(JobSpec(c.benchmark, c.split, [0], None, c.target.to_dict(), 0))  # warm every import path
         startup[n] = time.perf_counter() - t0
+        _start_hook_processes(pools[n], c, warm_patch)
     ceiling = CpuCeiling(counts)
     rec = {n: collections.defaultdict(list) for n in counts}
     try:
