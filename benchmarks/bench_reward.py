@@ -139,11 +139,15 @@ def _tree_cpu_s(pids: list[int]) -> float:
 
 
 def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (all threads), from /proc; [] where it does not list them."""
+    kids = []
     try:
-        return [int(k) for tid in os.listdir(f"/proc/{pid}/task")
-                for k in open(f"/proc/{pid}/task/{tid}/children").read().split()]
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(k) for k in f.read().split()]
     except (OSError, ValueError):
         return []
+    return kids
 
 
 def _start_hook_processes(pool, c, patch, tries: int = 5) -> None:
