@@ -131,22 +131,25 @@ def _tree_cpu_s(pids: list[int]) -> float:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
                     total += int(f.read().split()[0]) / 1e9
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo += [int(k) for k in f.read().split()]
             except (OSError, ValueError, IndexError):
                 pass
+        todo += _children(pid)
     return total
 
 
 def _children(pid: int) -> list[int]:
-    """The child processes of `pid` (all threads), from /proc; [] where it does not list them."""
-    kids = []
+    """The child processes of `pid` (all its threads), from /proc; [] where it does not list them."""
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids = []
+    for tid in tasks:
+        try:
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 kids += [int(k) for k in f.read().split()]
-    except (OSError, ValueError):
-        return []
+        except (OSError, ValueError):
+            pass
     return kids
 
 
