@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from hr1_jax.models.cache import KVCache, segment_bounds
+from hr1_jax.models.cache import KVCache, keys_from_blocks, keys_to_blocks, segment_bounds
 from hr1_jax.models.layers import DTYPE, Dense, RMSNorm, apply_rope
 
 # Finite mask value: a fully masked row (a pad query) gets a uniform softmax instead of NaN.
@@ -90,11 +90,11 @@ def causal_attention(q, k, v, kv_valid, chunk: int):
 
 
 def _attend_segments(qr, ks, vs, row_slots, kv_valid):
-    """`_attend` over a cache held in segments (ks [B,KV,D,L_i] d-major, vs [B,KV,L_i,D]), each
-    read in place: one scores matmul and one value matmul per segment, one softmax over all."""
+    """`_attend` over a cache held in segments (ks d-major [B,KV,D,L_i] or key blocks, vs
+    [B,KV,L_i,D]), each read in place: one scores matmul (batched over its key blocks) and one value
+    matmul per segment, one softmax over all."""
     d = qr.shape[-1]
-    scores = jnp.concatenate([jnp.einsum("bkrd,bkdl->bkrl", qr, k, preferred_element_type=jnp.float32)
-                              for k in ks], axis=-1) * (d ** -0.5)
+    scores = jnp.concatenate([_block_scores(qr, k) for k in ks], axis=-1) * (d ** -0.5)
     mask = (jnp.arange(scores.shape[-1])[None, :] <= row_slots[:, None])[None] & kv_valid[:, None, :]
     probs = jax.nn.softmax(jnp.where(mask[:, None], scores, _MASKED), axis=-1).astype(vs[0].dtype)
     out, lo = None, 0
@@ -102,6 +102,19 @@ def _attend_segments(qr, ks, vs, row_slots, kv_valid):
         part = jnp.einsum("bkrl,bkld->bkrd", probs[..., lo:lo + v.shape[2]], v)
         out, lo = part if out is None else out + part, lo + v.shape[2]
     return out
+
+
+def _block_scores(qr, k):
+    """qr [B,KV,R,D] x a segment's keys k ([B,KV,D,L], or blocks [B,KV,J,D,C]) -> scores
+    [B,KV,R,L]: the blocks are a batch dimension, so each block's matmul reads its D x C keys in
+    place."""
+    if k.ndim == 4:
+        return jnp.einsum("bkrd,bkdl->bkrl", qr, k, preferred_element_type=jnp.float32)
+    b, kvh, r, d = qr.shape
+    j, c = k.shape[2], k.shape[4]
+    rows = jnp.broadcast_to(qr[:, :, None], (b, kvh, j, r, d))
+    s = jnp.einsum("bkjrd,bkjdc->bkjrc", rows, k, preferred_element_type=jnp.float32)
+    return s.transpose(0, 1, 3, 2, 4).reshape(b, kvh, r, j * c)
 
 
 def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
@@ -120,7 +133,7 @@ def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
             if t == 1:
                 g = q.shape[2] // kvh
                 return _unrows(_attend_segments(_rows(q, kvh), k_seg, v_seg, jnp.repeat(q_slots, g), valid), t)
-            k = jnp.concatenate(k_seg, axis=3).swapaxes(2, 3)
+            k = jnp.concatenate([keys_from_blocks(k) for k in k_seg], axis=3).swapaxes(2, 3)
             return chunked_dot_attention(q, k, jnp.concatenate(v_seg, axis=2), q_slots, valid, q_chunk)
         return attend
 
@@ -152,6 +165,25 @@ def _write_segment(seg, new, at, axis: int, group):
     return rebuilt if group is None else jax.lax.dynamic_update_index_in_dim(seg, rebuilt, group, 0)
 
 
+def _write_key_blocks(seg, kt, at, group):
+    """`_write_segment` for a key segment (kt [B,KV,D,T]) held in blocks (a layer's seg
+    [B,KV,J,D,C]): one token writes its one slot in place; longer calls rebuild the segment in
+    slot order. A segment held d-major ([B,KV,D,L]) is written by `_write_segment`."""
+    layer = seg if group is None else seg[group]
+    if layer.ndim == 4:
+        return _write_segment(seg, kt, at, 3, group)
+    j, c = layer.shape[2], layer.shape[4]
+    if kt.shape[3] > 1:
+        rebuilt = keys_to_blocks(_write_segment(keys_from_blocks(layer), kt, at, 3, None), c)
+        return rebuilt if group is None else jax.lax.dynamic_update_index_in_dim(seg, rebuilt, group, 0)
+    pos = jnp.clip(at, 0, j * c - 1)
+    start = [0, 0, pos // c, 0, pos % c]
+    new = kt[:, :, None]  # [B,KV,1,D,1]
+    old = jax.lax.dynamic_slice(layer, start, new.shape)
+    val = jnp.where((at >= 0) & (at < j * c), new, old)
+    return jax.lax.dynamic_update_slice(seg, val if group is None else val[None], start if group is None else [group] + start)
+
+
 def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
     """Write this call's keys/values [B,T,KV,D] at slot `index` of the segmented cache; with
     `group`, into that layer's slice of segments stacked over layer groups [G, ..]. A decode step
@@ -159,7 +191,7 @@ def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
     starts = [lo for lo, _ in segment_bounds(sum(v.shape[-2] for v in cache.v))]
     kt = k.astype(cache.k[0].dtype).transpose(0, 2, 3, 1)   # [B,KV,D,T]
     vt = v.astype(cache.v[0].dtype).swapaxes(1, 2)          # [B,KV,T,D]
-    return KVCache(k=tuple(_write_segment(s, kt, index - lo, 3, group) for s, lo in zip(cache.k, starts)),
+    return KVCache(k=tuple(_write_key_blocks(s, kt, index - lo, group) for s, lo in zip(cache.k, starts)),
                    v=tuple(_write_segment(s, vt, index - lo, 2, group) for s, lo in zip(cache.v, starts)))
 
 

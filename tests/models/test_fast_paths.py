@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from hr1_jax.models import attention, sampler
-from hr1_jax.models.cache import SEGMENT_MIN, KVCache, segment_bounds, slots_read
+from hr1_jax.models.cache import (SEGMENT_MIN, KVCache, key_block, keys_from_blocks, keys_to_blocks,
+                                  segment_bounds, slots_read)
 from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
 from hr1_jax.models.sampler import categorical, fast_argmax, process_logits, token_logprob
 from tests.models.numerics import reorder_tol
@@ -133,14 +134,14 @@ def test_segments_tile_the_cache_doubling():
 
 
 def _segmented(k, v, s):
-    """k, v [B,KV,S,D] as `KVCache` segments (keys d-major)."""
-    return KVCache(k=tuple(k[:, :, lo:hi].swapaxes(2, 3) for lo, hi in segment_bounds(s)),
+    """k, v [B,KV,S,D] as `KVCache` segments (keys in d-major blocks)."""
+    return KVCache(k=tuple(keys_to_blocks(k[:, :, lo:hi].swapaxes(2, 3), key_block(hi - lo, k.shape[-1], k.dtype.itemsize)) for lo, hi in segment_bounds(s)),
                    v=tuple(v[:, :, lo:hi] for lo, hi in segment_bounds(s)))
 
 
-@pytest.mark.parametrize("t", [1, 5])
-def test_segmented_cache_attention_equals_attention_over_the_whole_cache(t):
-    b, s, h, kvh, d = 2, 300, 4, 2, 8   # segments 64, 64, 128, 44
+@pytest.mark.parametrize("t,d", [(1, 8), (5, 8), (1, 64), (5, 64)])  # d 64: the 128-slot segment's keys in 2 blocks
+def test_segmented_cache_attention_equals_attention_over_the_whole_cache(t, d):
+    b, s, h, kvh = 2, 300, 4, 2   # segments 64, 64, 128, 44
     q, k, v = _qkv(b, s, h, kvh, d, seed=2)
     cache = _segmented(k, v, s)
     kv_valid = jnp.arange(s)[None] >= jnp.array([[0], [3]])
@@ -171,16 +172,17 @@ def test_a_decode_step_reads_exactly_slots_read_slots():
             assert bool(jnp.isfinite(step(_segmented(k, v.at[:, :, n].set(jnp.nan), s), filled)).all())
 
 
-@pytest.mark.parametrize("t,index", [(1, 0), (1, 63), (1, 64), (1, 299), (7, 0), (7, 60), (7, 250), (300, 0)])
-def test_write_kv_writes_exactly_its_slots_into_the_segments(t, index):
-    b, s, kvh, d = 2, 300, 2, 4
+@pytest.mark.parametrize("d", [4, 64])  # d 64: the 128-slot segment's keys in 2 blocks
+@pytest.mark.parametrize("t,index", [(1, 0), (1, 63), (1, 64), (1, 199), (1, 299), (7, 0), (7, 60), (7, 250), (300, 0)])
+def test_write_kv_writes_exactly_its_slots_into_the_segments(t, index, d):
+    b, s, kvh = 2, 300, 2
     _, k, v = _qkv(b, s, 2, kvh, d, seed=3)
     cache = _segmented(k, v, s)
     new_k, new_v = (jax.random.normal(jax.random.key(i), (b, t, kvh, d)) for i in (4, 5))
     out = jax.jit(attention.write_kv)(cache, new_k, new_v, jnp.int32(index))
     want_k = k.at[:, :, index:index + t].set(new_k.swapaxes(1, 2))
     want_v = v.at[:, :, index:index + t].set(new_v.swapaxes(1, 2))
-    got_k = jnp.concatenate(out.k, axis=3).swapaxes(2, 3)
+    got_k = jnp.concatenate([keys_from_blocks(x) for x in out.k], axis=3).swapaxes(2, 3)
     np.testing.assert_array_equal(np.asarray(got_k), np.asarray(want_k))
     np.testing.assert_array_equal(np.asarray(jnp.concatenate(out.v, axis=2)), np.asarray(want_v))
     stacked = jax.tree.map(lambda x: jnp.stack([x, x + 1]), cache)  # scanned layers: one group's slice only
@@ -188,6 +190,25 @@ def test_write_kv_writes_exactly_its_slots_into_the_segments(t, index):
     np.testing.assert_array_equal(np.asarray(jnp.concatenate(out1.v, axis=3)[1]), np.asarray(want_v + 0)
                                   + np.asarray((jnp.arange(s) < index) | (jnp.arange(s) >= index + t))[:, None])
     np.testing.assert_array_equal(np.asarray(jnp.concatenate(out1.v, axis=3)[0]), np.asarray(v))
+    got_k1 = jnp.stack([jnp.concatenate([keys_from_blocks(x[g]) for x in out1.k], axis=-1) for g in (0, 1)]).swapaxes(-1, -2)
+    np.testing.assert_array_equal(np.asarray(got_k1[1]), np.asarray(want_k + 0)
+                                  + np.asarray((jnp.arange(s) < index) | (jnp.arange(s) >= index + t))[:, None])
+    np.testing.assert_array_equal(np.asarray(got_k1[0]), np.asarray(k))
+
+
+def test_cpu_key_blocks_hold_at_most_16_kib_of_keys_and_round_trip():
+    """On CPU a segment's keys are [B, KV, J, D, C] blocks: C the most slots (64 at least) whose keys
+    fit 16 KiB; a segment that C does not divide is one block. The blocks round-trip exactly."""
+    assert jax.default_backend() == "cpu"
+    b, s, kvh = 2, 300, 2   # segments 64, 64, 128, 44
+    for d, blocks in ((64, [1, 1, 2, 1]), (32, [1, 1, 1, 1]), (8, [1, 1, 1, 1])):
+        _, k, v = _qkv(b, s, 2, kvh, d, seed=7)
+        cache = _segmented(k, v, s)
+        assert [1 if x.ndim == 4 else x.shape[2] for x in cache.k] == blocks
+        assert all(x.ndim == (4 if n == 1 else 5) for x, n in zip(cache.k, blocks))
+        whole = jnp.concatenate([keys_from_blocks(x) for x in cache.k], axis=3)
+        np.testing.assert_array_equal(np.asarray(whole), np.asarray(k.swapaxes(2, 3)))
+    assert key_block(4096, 64, 4) == 64 and key_block(4096, 32, 4) == 128 and key_block(4096, 128, 2) == 64
 
 
 @pytest.mark.parametrize("chunk_tokens,valid", [(4096, None), (24, None), (24, 45), (7, 50)])

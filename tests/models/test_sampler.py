@@ -13,8 +13,9 @@ from flax import nnx
 
 from hr1_jax.models import CausalLM, ModelConfig, build_model, sharding_context
 from hr1_jax.models.logprobs import sequence_logprobs
-from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, draw_by_weight, left_pad, mask_padded_vocab,
-                                    max_and_argmax, process_logits, step_uniforms, token_logprob, truncated_draw)
+from hr1_jax.models.sampler import (Sampler, _trim_at_stop_string, draw_by_weight, generate_tokens, left_pad,
+                                    mask_padded_vocab, max_and_argmax, process_logits, step_uniforms, token_logprob,
+                                    truncated_draw)
 from hr1_jax.models.tokenizer import load_tokenizer
 from tests.models.numerics import reorder_tol
 from tests.models.test_fast_paths import NEG, _boundary, _logits as _fp_logits, _sorted_reference
@@ -77,6 +78,30 @@ def test_greedy_matches_full_forward_argmax_and_logprobs(setup):
         ref_lp = jax.nn.log_softmax(logits, -1)[np.arange(n), gen]
         np.testing.assert_allclose(out["logprobs"][i, :n], ref_lp, atol=_logprob_tol(logits, model.cfg))
         np.testing.assert_array_equal(out["logprobs"][i, :n], out["sample_logprobs"][i, :n])
+
+
+def test_greedy_over_key_blocks_matches_the_full_forward():
+    """A 256-slot cache of 64-dim keys holds its 128-slot segment in two key blocks on CPU
+    (`cache.key_block`): greedy decoding through it still picks, at every one of 240 steps, a token
+    the full forward ranks first (up to reduction-order noise), with its log-prob."""
+    cfg = ModelConfig(vocab_size=2048, hidden_size=128, intermediate_size=128, num_layers=1, num_heads=2,
+                      num_kv_heads=1, head_dim=64)
+    model = build_model(cfg, nnx.Rngs(1))
+    nnx.update(model, jax.tree.map(lambda x: x * 4, nnx.state(model)))
+    assert model.init_cache(1, 256, jnp.float32).layers[0].k[2].shape == (1, 1, 2, 64, 64)
+    prompt, n = list(range(40, 56)), 240
+    graphdef, state = nnx.split(model)
+    ids = jnp.asarray([prompt], jnp.int32)
+    no_stops, no_seqs = jnp.full((8,), -1, jnp.int32), jnp.full((4, 8), -1, jnp.int32)
+    out = generate_tokens(graphdef, state, ids, jnp.ones_like(ids, bool), jax.random.key(0), no_stops, no_seqs,
+                          max_new_tokens=n, greedy=True)
+    assert int(out["lengths"][0]) == n
+    gen = np.asarray(out["tokens"][0])
+    logits = np.asarray(_forward(model, jnp.asarray([prompt + gen.tolist()])))[0, len(prompt) - 1:-1]
+    tol = _logprob_tol(logits, cfg)
+    np.testing.assert_array_less(logits.max(-1) - logits[np.arange(n), gen], tol)
+    ref_lp = jax.nn.log_softmax(logits, -1)[np.arange(n), gen]
+    np.testing.assert_allclose(np.asarray(out["logprobs"][0]), ref_lp, atol=tol)
 
 
 def test_top_k_1_equals_greedy(setup):
