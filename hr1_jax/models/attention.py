@@ -143,6 +143,19 @@ def cached_attention(q, ks, vs, q_slots, kv_valid, filled, q_chunk: int):
     return jax.lax.switch(jnp.minimum(which, len(ends) - 1), [over(j) for j in range(len(ends))])
 
 
+def _put_layer(seg, layer, group):
+    """`seg` with its layer's segment replaced by `layer` (seg itself without `group`)."""
+    return layer if group is None else jax.lax.dynamic_update_index_in_dim(seg, layer, group, 0)
+
+
+def _write_slot(seg, new, start: list, inside, group):
+    """`seg` with `new` written in place at `start` of its layer's segment, or the old value written
+    back where `inside` is false (a slot outside this segment)."""
+    layer = seg if group is None else seg[group]
+    val = jnp.where(inside, new, jax.lax.dynamic_slice(layer, start, new.shape))
+    return jax.lax.dynamic_update_slice(seg, val if group is None else val[None], start if group is None else [group] + start)
+
+
 def _write_segment(seg, new, at, axis: int, group):
     """`seg` (a segment [.., L, ..], `axis` = its slot axis; with `group`, stacked [G, ..]) with
     new [.., T, ..] written from its slot `at` (traced; the slots outside the segment dropped).
@@ -151,18 +164,14 @@ def _write_segment(seg, new, at, axis: int, group):
     t, n = new.shape[axis], seg.shape[axis + (group is not None)]
     layer = seg if group is None else seg[group]
     if t == 1:
-        pos = jnp.clip(at, 0, n - 1)
         start = [0] * layer.ndim
-        start[axis] = pos
-        old = jax.lax.dynamic_slice(layer, start, new.shape)
-        val = jnp.where((at >= 0) & (at < n), new, old)
-        return jax.lax.dynamic_update_slice(seg, val if group is None else val[None], start if group is None else [group] + start)
+        start[axis] = jnp.clip(at, 0, n - 1)
+        return _write_slot(seg, new, start, (at >= 0) & (at < n), group)
     src = jnp.arange(n) - at
     shape = [1] * layer.ndim
     shape[axis] = n
     keep = ((src < 0) | (src >= t)).reshape(shape)
-    rebuilt = jnp.where(keep, layer, jnp.take(new, jnp.clip(src, 0, t - 1), axis=axis))
-    return rebuilt if group is None else jax.lax.dynamic_update_index_in_dim(seg, rebuilt, group, 0)
+    return _put_layer(seg, jnp.where(keep, layer, jnp.take(new, jnp.clip(src, 0, t - 1), axis=axis)), group)
 
 
 def _write_key_blocks(seg, kt, at, group):
@@ -174,14 +183,9 @@ def _write_key_blocks(seg, kt, at, group):
         return _write_segment(seg, kt, at, 3, group)
     j, c = layer.shape[2], layer.shape[4]
     if kt.shape[3] > 1:
-        rebuilt = keys_to_blocks(_write_segment(keys_from_blocks(layer), kt, at, 3, None), c)
-        return rebuilt if group is None else jax.lax.dynamic_update_index_in_dim(seg, rebuilt, group, 0)
+        return _put_layer(seg, keys_to_blocks(_write_segment(keys_from_blocks(layer), kt, at, 3, None), c), group)
     pos = jnp.clip(at, 0, j * c - 1)
-    start = [0, 0, pos // c, 0, pos % c]
-    new = kt[:, :, None]  # [B,KV,1,D,1]
-    old = jax.lax.dynamic_slice(layer, start, new.shape)
-    val = jnp.where((at >= 0) & (at < j * c), new, old)
-    return jax.lax.dynamic_update_slice(seg, val if group is None else val[None], start if group is None else [group] + start)
+    return _write_slot(seg, kt[:, :, None], [0, 0, pos // c, 0, pos % c], (at >= 0) & (at < j * c), group)
 
 
 def write_kv(cache: KVCache, k, v, index, group=None) -> KVCache:
