@@ -110,9 +110,9 @@ def init_cache(cfg, batch: int, max_len: int, dtype=jnp.bfloat16) -> Cache:
         if kind == "full_attention":
             kvh, d = cfg.num_kv_heads, cfg.head_dim
             sizes = [hi - lo for lo, hi in segment_bounds(max_len)]
-            blocks = [key_block(n, d, jnp.dtype(dtype).itemsize) for n in sizes]
-            layers.append(KVCache(k=tuple(jnp.zeros((batch, kvh, d, n) if c == n else (batch, kvh, n // c, d, c), dtype)
-                                        for n, c in zip(sizes, blocks)),
+            itemsize = jnp.dtype(dtype).itemsize
+            layers.append(KVCache(k=tuple(keys_to_blocks(jnp.zeros((batch, kvh, d, n), dtype), key_block(n, d, itemsize))
+                                        for n in sizes),
                                   v=tuple(jnp.zeros((batch, kvh, n, d), dtype) for n in sizes)))
         else:
             conv_dim = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
