@@ -39,11 +39,46 @@ def _unrows(out, t: int):
 
 def _attend(qr, k, v, row_slots, kv_valid):
     """qr [B,KV,R,D] query rows at slots row_slots [R]; k, v [B,KV,S,D]; kv_valid bool [B,S]."""
-    s, d = k.shape[2], k.shape[3]
-    scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (d ** -0.5)
+    s = k.shape[2]
     mask = (jnp.arange(s)[None, :] <= row_slots[:, None])[None] & kv_valid[:, None, :]  # [B,R,S]
-    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, _MASKED), axis=-1).astype(v.dtype)
-    return jnp.einsum("bkrs,bksd->bkrd", probs, v)
+    return _softmax_attend(qr, k, v, mask)
+
+
+@jax.custom_vjp
+def _softmax_attend(qr, k, v, mask):
+    """softmax(qr k^T / sqrt(D), masked) v, fp32 scores. Its own VJP: on XLA:CPU the attention of a
+    train step is bound by elementwise passes over the [R, S] scores, not by its matmuls, so the
+    softmax's normalisation is moved onto D-wide rows (the output, and dO in the backward) instead of
+    a pass over the scores each way."""
+    return _softmax_attend_fwd(qr, k, v, mask)[0]
+
+
+def _softmax_attend_fwd(qr, k, v, mask):
+    scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (qr.shape[-1] ** -0.5)
+    scores = jnp.where(mask[:, None], scores, _MASKED)
+    p = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))   # unnormalised probabilities
+    total = jnp.sum(p, axis=-1)
+    out = jnp.einsum("bkrs,bksd->bkrd", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    out = (out / total[..., None]).astype(v.dtype)
+    return out, (qr, k, v, mask, p, total, out)
+
+
+def _softmax_attend_bwd(res, d_out):
+    """With P = p / total: dV = P^T dO = p^T (dO / total); dS = P * (dO V^T - rowsum(dO * O)) =
+    p * ((dO / total) V^T - rowsum(dO * O) / total); masked scores get no gradient."""
+    qr, k, v, mask, p, total, out = res
+    d_out = d_out.astype(jnp.float32)
+    d_rows = d_out / total[..., None]
+    dv = jnp.einsum("bkrs,bkrd->bksd", p.astype(v.dtype), d_rows.astype(v.dtype), preferred_element_type=jnp.float32)
+    dp = jnp.einsum("bkrd,bksd->bkrs", d_rows.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    delta = jnp.sum(d_out * out.astype(jnp.float32), axis=-1, keepdims=True) / total[..., None]
+    ds = jnp.where(mask[:, None], p * (dp - delta), 0.0) * (qr.shape[-1] ** -0.5)
+    dq = jnp.einsum("bkrs,bksd->bkrd", ds.astype(k.dtype), k, preferred_element_type=jnp.float32)
+    dk = jnp.einsum("bkrs,bkrd->bksd", ds.astype(qr.dtype), qr, preferred_element_type=jnp.float32)
+    return dq.astype(qr.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
+
+
+_softmax_attend.defvjp(_softmax_attend_fwd, _softmax_attend_bwd)
 
 
 def dot_attention(q, k, v, q_slots, kv_valid):

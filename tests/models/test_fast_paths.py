@@ -1,6 +1,7 @@
 """The fast paths against their plain references: sort-free top-k/top-p and the two-pass argmax
-(identical masks and tokens), blocked causal attention and the segmented cache's attention and writes (same values
-and gradients as one full softmax), and the fused LM-head + CE (same loss and gradients as autodiff
+(identical masks and tokens), attention's own VJP (against autodiff through a plain softmax), blocked causal
+attention and the segmented cache's attention and writes (same values and gradients as one full softmax), and the
+fused LM-head + CE (same loss and gradients as autodiff
 through `token_logprobs`)."""
 import functools
 
@@ -122,6 +123,43 @@ def test_causal_attention_matches_one_full_softmax(t, chunk, monkeypatch):
     for g_ref, g in zip(*grads):
         scale = float(jnp.abs(g_ref).max()) * d
         np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=reorder_tol(scale, t))
+
+
+def _autodiff_softmax_attend(qr, k, v, mask):
+    """The plain reference: autodiff through jax.nn.softmax, all fp32."""
+    qr, k, v = (x.astype(jnp.float32) for x in (qr, k, v))
+    scores = jnp.einsum("bkrd,bksd->bkrs", qr, k) * (qr.shape[-1] ** -0.5)
+    return jnp.einsum("bkrs,bksd->bkrd", jax.nn.softmax(jnp.where(mask[:, None], scores, NEG), axis=-1), v)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_attention_vjp_matches_autodiff_through_the_softmax(dtype):
+    """`_softmax_attend`'s own VJP (normalisation moved onto the output rows) against autodiff
+    through a plain softmax: values and all three gradients, with a fully masked row (a pad query:
+    a uniform average forward, no gradient into its scores)."""
+    b, kvh, r, s, d = 2, 2, 12, 40, 16
+    ks = jax.random.split(jax.random.key(3), 5)
+    qr, k, v = (jax.random.normal(key, shape).astype(dtype)
+                for key, shape in zip(ks, [(b, kvh, r, d), (b, kvh, s, d), (b, kvh, s, d)]))
+    mask = jax.random.bernoulli(ks[3], 0.6, (b, r, s)).at[1, 3].set(False)
+    cot = jax.random.normal(ks[4], (b, kvh, r, d))
+    loss = lambda fn: lambda *x: jnp.sum(fn(*x, mask).astype(jnp.float32) * cot)
+    out, ref = attention._softmax_attend(qr, k, v, mask), _autodiff_softmax_attend(qr, k, v, mask)
+    grads, ref_grads = (jax.jit(jax.grad(loss(fn), argnums=(0, 1, 2)))(qr, k, v)
+                        for fn in (attention._softmax_attend, _autodiff_softmax_attend))
+    assert out.dtype == dtype and all(g.dtype == dtype for g in grads)
+    # fp32: the two differ only in the order of length-s sums (terms summing to <= max|v| for the
+    # output, as in the test above; <= d x the largest gradient for the gradients). bf16: the
+    # probabilities and dO rows enter the matmuls rounded to bf16 (relative 2^-8 each, 2^-7 a
+    # product) and each result is rounded once more (2^-8): 3 x 2^-8 of the largest value.
+    def tol(ref_max: float, fp32_terms: float) -> float:
+        return reorder_tol(fp32_terms, s) if dtype == jnp.float32 else 3 * 2.0 ** -8 * ref_max
+    np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref),
+                               atol=tol(float(jnp.abs(ref).max()), float(jnp.abs(v).max())))
+    for g, g_ref in zip(grads, ref_grads):
+        g_max = float(jnp.abs(g_ref).max())
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(g_ref), atol=tol(g_max, g_max * d))
+    assert float(jnp.abs(grads[0][1, :, 3]).max()) == 0.0   # the pad query's scores got no gradient
 
 
 def test_segments_tile_the_cache_doubling():
