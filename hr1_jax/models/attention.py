@@ -46,35 +46,32 @@ def _attend(qr, k, v, row_slots, kv_valid):
 
 @jax.custom_vjp
 def _softmax_attend(qr, k, v, mask):
-    """softmax(qr k^T / sqrt(D), masked) v, fp32 scores. Its own VJP: on XLA:CPU the attention of a
-    train step is bound by elementwise passes over the [R, S] scores, not by its matmuls, so the
-    softmax's normalisation is moved onto D-wide rows (the output, and dO in the backward) instead of
-    a pass over the scores each way."""
+    """softmax(qr k^T / sqrt(D), masked) v with fp32 scores. Its own VJP uses the identity
+    rowsum(P * dP) = rowsum(dO * O): the softmax's backward needs one sum over D-wide rows instead
+    of a pass over two [R, S] matrices, and the score gradient is masked once. On XLA:CPU the
+    attention of a train step is bound by elementwise passes over its scores, not by its matmuls
+    (benchmarks/bench_attention.py measures it against autodiff through jax.nn.softmax)."""
     return _softmax_attend_fwd(qr, k, v, mask)[0]
 
 
 def _softmax_attend_fwd(qr, k, v, mask):
     scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (qr.shape[-1] ** -0.5)
-    scores = jnp.where(mask[:, None], scores, _MASKED)
-    p = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))   # unnormalised probabilities
-    total = jnp.sum(p, axis=-1)
-    out = jnp.einsum("bkrs,bksd->bkrd", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-    out = (out / total[..., None]).astype(v.dtype)
-    return out, (qr, k, v, mask, p, total, out)
+    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, _MASKED), axis=-1)
+    out = jnp.einsum("bkrs,bksd->bkrd", probs.astype(v.dtype), v)
+    return out, (qr, k, v, mask, probs, out)
 
 
 def _softmax_attend_bwd(res, d_out):
-    """With P = p / total: dV = P^T dO = p^T (dO / total); dS = P * (dO V^T - rowsum(dO * O)) =
-    p * ((dO / total) V^T - rowsum(dO * O) / total); masked scores get no gradient."""
-    qr, k, v, mask, p, total, out = res
-    d_out = d_out.astype(jnp.float32)
-    d_rows = d_out / total[..., None]
-    dv = jnp.einsum("bkrs,bkrd->bksd", p.astype(v.dtype), d_rows.astype(v.dtype), preferred_element_type=jnp.float32)
-    dp = jnp.einsum("bkrd,bksd->bkrs", d_rows.astype(v.dtype), v, preferred_element_type=jnp.float32)
-    delta = jnp.sum(d_out * out.astype(jnp.float32), axis=-1, keepdims=True) / total[..., None]
-    ds = jnp.where(mask[:, None], p * (dp - delta), 0.0) * (qr.shape[-1] ** -0.5)
-    dq = jnp.einsum("bkrs,bksd->bkrd", ds.astype(k.dtype), k, preferred_element_type=jnp.float32)
-    dk = jnp.einsum("bkrs,bkrd->bksd", ds.astype(qr.dtype), qr, preferred_element_type=jnp.float32)
+    """dV = P^T dO; dS = P * (dO V^T - rowsum(dO * O)), zero where masked; dQ = dS K / sqrt(D),
+    dK = dS^T Q / sqrt(D)."""
+    qr, k, v, mask, probs, out = res
+    f32 = jnp.float32
+    dv = jnp.einsum("bkrs,bkrd->bksd", probs.astype(v.dtype), d_out.astype(v.dtype), preferred_element_type=f32)
+    dp = jnp.einsum("bkrd,bksd->bkrs", d_out.astype(v.dtype), v, preferred_element_type=f32)
+    delta = jnp.sum(d_out.astype(f32) * out.astype(f32), axis=-1, keepdims=True)
+    ds = jnp.where(mask[:, None], probs * (dp - delta), 0.0) * (qr.shape[-1] ** -0.5)
+    dq = jnp.einsum("bkrs,bksd->bkrd", ds.astype(k.dtype), k, preferred_element_type=f32)
+    dk = jnp.einsum("bkrs,bkrd->bksd", ds.astype(qr.dtype), qr, preferred_element_type=f32)
     return dq.astype(qr.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
 
 

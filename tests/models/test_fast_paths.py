@@ -134,9 +134,9 @@ def _autodiff_softmax_attend(qr, k, v, mask):
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_attention_vjp_matches_autodiff_through_the_softmax(dtype):
-    """`_softmax_attend`'s own VJP (normalisation moved onto the output rows) against autodiff
-    through a plain softmax: values and all three gradients, with a fully masked row (a pad query:
-    a uniform average forward, no gradient into its scores)."""
+    """`_softmax_attend`'s own VJP (the softmax backward's row sums taken over dO * O) against
+    autodiff through a plain softmax: values and all three gradients, with a fully masked row (a pad
+    query: a uniform average forward, no gradient into its scores)."""
     b, kvh, r, s, d = 2, 2, 12, 40, 16
     ks = jax.random.split(jax.random.key(3), 5)
     qr, k, v = (jax.random.normal(key, shape).astype(dtype)
@@ -150,8 +150,8 @@ def test_attention_vjp_matches_autodiff_through_the_softmax(dtype):
     assert out.dtype == dtype and all(g.dtype == dtype for g in grads)
     # fp32: the two differ only in the order of length-s sums (terms summing to <= max|v| for the
     # output, as in the test above; <= d x the largest gradient for the gradients). bf16: the
-    # probabilities and dO rows enter the matmuls rounded to bf16 (relative 2^-8 each, 2^-7 a
-    # product) and each result is rounded once more (2^-8): 3 x 2^-8 of the largest value.
+    # probabilities and dS enter the matmuls rounded to bf16 (relative 2^-8 each, 2^-7 a product)
+    # and each result is rounded once more (2^-8): 3 x 2^-8 of the largest value.
     def tol(ref_max: float, fp32_terms: float) -> float:
         return reorder_tol(fp32_terms, s) if dtype == jnp.float32 else 3 * 2.0 ** -8 * ref_max
     np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref),
