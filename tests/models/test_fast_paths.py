@@ -1,8 +1,7 @@
 """The fast paths against their plain references: sort-free top-k/top-p and the two-pass argmax
-(identical masks and tokens), attention's own VJP (against autodiff through a plain softmax), blocked causal
-attention and the segmented cache's attention and writes (same values and gradients as one full softmax), and the
-fused LM-head + CE (same loss and gradients as autodiff
-through `token_logprobs`)."""
+(identical masks and tokens), attention's own VJP (against autodiff through a plain softmax), blocked
+causal attention and the segmented cache's attention and writes (same values and gradients as one full
+softmax), and the fused LM-head + CE (same loss and gradients as autodiff through `token_logprobs`)."""
 import functools
 
 import jax
