@@ -15,7 +15,9 @@ WORKDIR/report/report.html (+ .md, .json), TensorBoard events under WORKDIR/tens
 prints the table with intervals, the report path, the TensorBoard command and each service's backend.
 DBBench runs on MariaDB when it is installed (the project's server is started for the run if it
 does not answer). Each finished stage leaves WORKDIR/stages/<stage>.json, so a rerun skips it (SFT
-and GRPO also resume from their checkpoints).
+and GRPO also resume from their checkpoints). The first run records its config in
+WORKDIR/stages/config.json; a rerun with a different config is refused (its finished stages and
+checkpoints belong to the other config) and names the keys that differ.
 """
 from __future__ import annotations
 
@@ -34,6 +36,35 @@ from hr1_jax.utils.progress import progress
 from hr1_jax.train.demo_eval import METHODS, NOTES, _ci, format_table
 
 PARTS = ("train", "val", "heldout")   # GRPO/SFT rows, GRPO's validation rows, the table's rows
+
+
+def _check_same_config(workdir: str, given: dict) -> None:
+    """Record the config of the workdir's first run, or refuse a rerun under another one: skipped
+    stages would report the old config's results, and SFT / GRPO would resume its checkpoints."""
+    from hr1_jax.errors import InputError
+
+    path = os.path.join(workdir, "stages", "config.json")
+    if not os.path.exists(path):
+        write_json(path, given)
+        return
+    with open(path) as f:
+        recorded = json.load(f)
+    if json.dumps(recorded, sort_keys=True) != json.dumps(given, sort_keys=True):
+        keys = sorted(_differing_keys(recorded, given))
+        shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
+        raise InputError(f"{workdir} holds a demo run with another config (differs in: {shown}); "
+                         "rerun with its config, or give a new --workdir")
+
+
+def _differing_keys(a, b, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two nested dicts (a key missing on one side counts)."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return [] if a == b else [prefix or "(root)"]
+    out = []
+    for key in sorted(set(a) | set(b)):
+        name = f"{prefix}.{key}" if prefix else str(key)
+        out += _differing_keys(a.get(key), b.get(key), name) if key in a and key in b else [name]
+    return out
 
 
 def _done(workdir: str, stage: str) -> dict | None:
@@ -209,6 +240,7 @@ def demo_stage(config, workdir: str) -> int:
     t_start = time.monotonic()
     workdir = os.path.abspath(workdir)
     given = json.loads(config.to_json_best_effort())   # as `hr1 demo` writes config.demo.json
+    _check_same_config(workdir, given)
     tok_path = os.path.join(workdir, "tokenizer", "engineer_spm.model")
     config = _sub(config, **{"model.tokenizer": tok_path,
                              "rollout.cache_dir": os.path.join(workdir, "reward_cache")})

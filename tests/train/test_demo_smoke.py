@@ -2,7 +2,8 @@
 with validation): the summary JSON has the promised schema (greedy and sampled methods and
 comparisons with intervals, backend), every seed keeps best_params beside final_params, the report
 and TensorBoard events exist (learning curves included), the output ends with the table, report,
-TensorBoard and backend lines, and a rerun skips finished stages."""
+TensorBoard and backend lines, and a rerun skips finished stages; a rerun under another config is refused
+before any stage runs."""
 import importlib
 import json
 import os
@@ -10,6 +11,8 @@ import os
 import pytest
 
 from hr1_jax.config import ConfigError, validate_config
+from hr1_jax.errors import InputError
+from hr1_jax.train import demo
 from hr1_jax.train.demo import METHODS, demo_stage
 from hr1_jax.utils.tensorboard import read_events
 
@@ -88,3 +91,17 @@ def test_demo_end_to_end_small(tmp_path, capsys):
     assert demo_stage(c, workdir) == 0
     again = json.loads(open(os.path.join(workdir, "summary.json")).read())
     assert again["methods"] == summary["methods"]
+
+
+def test_a_rerun_under_another_config_is_refused_before_any_stage(tmp_path):
+    """Finished stages are skipped on a rerun, so a workdir's stages must belong to the config asked
+    for: another one (here: more GRPO seeds) would print the old table under the new config."""
+    c = importlib.import_module("configs.demo").get_config()
+    workdir = str(tmp_path / "demo")
+    demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))   # the first run records it
+    demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))   # the same config again: fine
+    c.train.demo.grpo_seeds = (0, 1, 2, 3)
+    c.train.grpo.lr = 1e-3
+    with pytest.raises(InputError, match=r"differs in: train\.demo\.grpo_seeds, train\.grpo\.lr\)"):
+        demo_stage(c, workdir)
+    assert os.listdir(workdir) == ["stages"]   # refused before the baseline (or any service) started
