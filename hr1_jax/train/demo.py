@@ -28,6 +28,7 @@ import os
 import time
 
 from envs.registry import benchmark, names, services
+from hr1_jax.errors import InputError
 from hr1_jax.data.rows import read_jsonl, rl_row, write_jsonl
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
@@ -41,8 +42,6 @@ PARTS = ("train", "val", "heldout")   # GRPO/SFT rows, GRPO's validation rows, t
 def _check_same_config(workdir: str, given: dict) -> None:
     """Record the config of the workdir's first run, or refuse a rerun under another one: skipped
     stages would report the old config's results, and SFT / GRPO would resume its checkpoints."""
-    from hr1_jax.errors import InputError
-
     path = os.path.join(workdir, "stages", "config.json")
     if not os.path.exists(path):
         write_json(path, given)
@@ -50,7 +49,7 @@ def _check_same_config(workdir: str, given: dict) -> None:
     with open(path) as f:
         recorded = json.load(f)
     if json.dumps(recorded, sort_keys=True) != json.dumps(given, sort_keys=True):
-        keys = sorted(_differing_keys(recorded, given))
+        keys = _differing_keys(recorded, given)   # sorted: the walk visits keys in order
         shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
         raise InputError(f"{workdir} holds a demo run with another config (differs in: {shown}); "
                          "rerun with its config, or give a new --workdir")
