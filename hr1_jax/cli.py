@@ -35,6 +35,8 @@ class Stage:
     sections: tuple[str, ...] = ()   # config keys and sections it reads; () = a tool stage
     flags: tuple[str, ...] = ()      # its own absl flags (defined by its module)
     default_config: str = "default"  # the shipped config it runs without --config
+    preflight: str = ""              # config stages: its module's fn(config, workdir), run before
+                                     # DIR/config.<stage>.json is written (a refused run leaves it as it was)
 
     @property
     def takes_config(self) -> bool:
@@ -78,7 +80,8 @@ STAGES: dict[str, Stage] = {
                   "--config.train.init_checkpoint=runs/sft", ENGINEER + ROLLOUT),
     "demo": Stage("hr1_jax.train.demo", "demo_stage",
                   "the embedded default end to end on CPU: baselines -> rows -> SFT -> GRPO -> held-out table",
-                  "hr1 demo --workdir=runs/demo", ENGINEER + ROLLOUT, default_config="demo"),
+                  "hr1 demo --workdir=runs/demo", ENGINEER + ROLLOUT, default_config="demo",
+                  preflight="check_workdir_config"),
     "agent-sft": Stage("hr1_jax.train.agent_sft", "agent_sft_stage",
                        "SFT of the target on its own successful baselines (multi-turn, tool calls; resumable)",
                        "hr1 agent-sft --config=agent_sft_demo --workdir=runs/target "
@@ -161,6 +164,8 @@ def _run_config_stage(name: str, stage: Stage, fn, argv: list[str]) -> int:
 
     config, workdir, path = _parse_config_flags(name, stage, snake_case_flags(argv))
     os.makedirs(workdir, exist_ok=True)
+    if stage.preflight:
+        getattr(importlib.import_module(stage.module), stage.preflight)(config, workdir)
     with open(os.path.join(workdir, f"config.{name}.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
     log_event(name, "start", workdir=workdir, config=path)

@@ -39,6 +39,14 @@ from hr1_jax.train.demo_eval import METHODS, NOTES, _ci, format_table
 PARTS = ("train", "val", "heldout")   # GRPO/SFT rows, GRPO's validation rows, the table's rows
 
 
+def check_workdir_config(config, workdir: str) -> dict:
+    """The config as `hr1 demo` records it, once `_check_same_config` accepts it for `workdir`
+    (the CLI runs this before it writes config.demo.json, so a refused rerun leaves that file alone)."""
+    given = json.loads(config.to_json_best_effort())
+    _check_same_config(os.path.abspath(workdir), given)
+    return given
+
+
 def _check_same_config(workdir: str, given: dict) -> None:
     """Record the config of the workdir's first run, or refuse a rerun under another one: skipped
     stages would report the old config's results, and SFT / GRPO would resume its checkpoints."""
@@ -238,8 +246,7 @@ def demo_stage(config, workdir: str) -> int:
 
     t_start = time.monotonic()
     workdir = os.path.abspath(workdir)
-    given = json.loads(config.to_json_best_effort())   # as `hr1 demo` writes config.demo.json
-    _check_same_config(workdir, given)
+    given = check_workdir_config(config, workdir)
     tok_path = os.path.join(workdir, "tokenizer", "engineer_spm.model")
     config = _sub(config, **{"model.tokenizer": tok_path,
                              "rollout.cache_dir": os.path.join(workdir, "reward_cache")})

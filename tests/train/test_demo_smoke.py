@@ -105,3 +105,18 @@ def test_a_rerun_under_another_config_is_refused_before_any_stage(tmp_path):
     with pytest.raises(InputError, match=r"differs in: train\.demo\.grpo_seeds, train\.grpo\.lr\)"):
         demo_stage(c, workdir)
     assert os.listdir(workdir) == ["stages"]   # refused before the baseline (or any service) started
+
+
+def test_the_cli_refuses_before_it_writes_the_config_record(tmp_path, capsys):
+    """`hr1 demo` writes DIR/config.demo.json for the run it starts: a refused rerun must leave the
+    record of the config the workdir's stages ran under as it was."""
+    from hr1_jax import cli
+
+    workdir = tmp_path / "demo"
+    (workdir / "stages").mkdir(parents=True)
+    (workdir / "stages" / "config.json").write_text(json.dumps({"seed": -1}))   # a run under another config
+    (workdir / "config.demo.json").write_text("the earlier run's record\n")
+    assert cli.main(["demo", f"--workdir={workdir}"]) == 2
+    assert "holds a demo run with another config" in capsys.readouterr().err
+    assert (workdir / "config.demo.json").read_text() == "the earlier run's record\n"
+    assert sorted(os.listdir(workdir)) == ["config.demo.json", "stages"]
