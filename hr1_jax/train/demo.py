@@ -28,8 +28,8 @@ import os
 import time
 
 from envs.registry import benchmark, names, services
-from hr1_jax.errors import InputError
 from hr1_jax.data.rows import read_jsonl, rl_row, write_jsonl
+from hr1_jax.errors import InputError
 from hr1_jax.utils.jsonsafe import write_json
 from hr1_jax.utils.logging import log_event
 from hr1_jax.utils.progress import progress
@@ -56,8 +56,8 @@ def _check_same_config(workdir: str, given: dict) -> None:
         return
     with open(path) as f:
         recorded = json.load(f)
-    if json.dumps(recorded, sort_keys=True) != json.dumps(given, sort_keys=True):
-        keys = _differing_keys(recorded, given)   # sorted: the walk visits keys in order
+    keys = _differing_keys(recorded, given)   # sorted: the walk visits keys in order
+    if keys:
         shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
         raise InputError(f"{workdir} holds a demo run with another config (differs in: {shown}); "
                          "rerun with its config, or give a new --workdir")
