@@ -16,7 +16,10 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
   `generate` (KV cache, min_new_tokens = max_new_tokens so both produce the same count); top-p is
   reported as its time over our greedy time at the same point; beside them, the greedy and HF time per
   new token (prefill included) and our LM head alone at the step's shape ([B, hidden] x head, no
-  attention, no cache): the floor of a greedy step that attention and cache work cannot lower; and the
+  attention, no cache): the floor of a greedy step that attention and cache work cannot lower, and
+  the same head at 2 rows beside it: an XLA:CPU matmul of 2 or more rows makes one pass over its
+  weights per call whatever the row count, so the 2-row time is about that pass and the rest is the
+  rows' own arithmetic; and the
   step's bandwidth floor: the bytes a step must read (`flops.decode_bytes_per_step`: weights, head,
   the KV slots the segmented cache attends, GDN state) over the fastest streaming read an XLA kernel
   reached in the same run (`stream_gbps`, before and after the configs), since a decode step at these
@@ -206,6 +209,7 @@ def ours_fns(cfg, model, args) -> dict:
                 jax.block_until_ready(out["tokens"])
             fns[(mode, (rows, new))] = decode
         fns[("head", (rows, new))] = head_fn(model, rows, cfg.hidden_size)
+        fns[("head_2rows", (rows, new))] = head_fn(model, 2, cfg.hidden_size)
     return fns
 
 
@@ -297,12 +301,14 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
     if not args.skip_decode:
         row["decode"] = []
         for point in args.decode:
-            keys = [("greedy", point), ("top_p", point), ("head", point)] + ([("hf_greedy", point)] if theirs else [])
+            keys = [("greedy", point), ("top_p", point), ("head", point), ("head_2rows", point)] \
+                + ([("hf_greedy", point)] if theirs else [])
             t = interleaved({k[0]: (ours | theirs)[k] for k in keys}, args.repeats)
             tokens = point[0] * point[1]
             d = {"batch": point[0], "new_tokens": point[1], "greedy_tok_s": tokens / t["greedy"],
                  "top_p_tok_s": tokens / t["top_p"], "top_p_over_greedy": t["top_p"] / t["greedy"],
                  "greedy_step_ms": t["greedy"] / point[1] * 1e3, "head_ms": t["head"] / HEAD_CALLS * 1e3,
+                 "head_2rows_ms": t["head_2rows"] / HEAD_CALLS * 1e3,
                  "read_mb_per_step": decode_bytes_per_step(cfg, point[0], args.prompt, point[1],
                                                            jnp.dtype(cfg.param_dtype).itemsize,
                                                            jnp.dtype(cfg.dtype).itemsize) / 1e6}
@@ -340,7 +346,7 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
               f"{args.repeats}, interleaved; bandwidth floor = bytes a step must read / {stream:.1f} GB/s (the "
               "fastest XLA streaming read of this run)")
         print("| config | B x new | ours greedy | ours top-p | top-p / greedy time | HF greedy | ours/HF (pairwise) "
-              "| ms/step ours / HF | bandwidth floor ms (MB/step) | LM head alone ms | load |")
+              "| ms/step ours / HF | bandwidth floor ms (MB/step) | LM head alone ms, B rows (2 rows) | load |")
         print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--|")
         for r in rows:
             for d in r["decode"]:
@@ -349,7 +355,7 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
                 steps = f"{d['greedy_step_ms']:.3f} / " + (f"{d['hf_step_ms']:.3f}" if "hf_step_ms" in d else "-")
                 print(f"| {r['config']} | {d['batch']} x {d['new_tokens']} | {d['greedy_tok_s']:,.0f} "
                       f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} "
-                      f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) | {d['head_ms']:.3f} "
+                      f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) | {d['head_ms']:.3f} ({d['head_2rows_ms']:.3f}) "
                       f"| {load_cell(r)} |")
 
 
