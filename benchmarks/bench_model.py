@@ -17,14 +17,14 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
   reported as its time over our greedy time at the same point; beside them, the greedy and HF time per
   new token (prefill included) and our LM head alone at the step's shape ([B, hidden] x head, no
   attention, no cache): the floor of a greedy step that attention and cache work cannot lower, and
-  the same head at 2 rows beside it: an XLA:CPU matmul of 2 or more rows makes one pass over its
-  weights per call whatever the row count, so the 2-row time is about that pass and the rest is the
-  rows' own arithmetic; and the
-  step's bandwidth floor: the bytes a step must read (`flops.decode_bytes_per_step`: weights, head,
-  the KV slots the segmented cache attends, GDN state) over the fastest streaming read an XLA kernel
-  reached in the same run (`stream_gbps`, before and after the configs), since a decode step at these
-  batch sizes is bound by memory traffic, not FLOPs (a true floor once a step's bytes exceed the
-  last-level cache, as the 20m model's do on a CPU; smaller models' steps can run from cache).
+  the same head at 2 rows beside it: the share of the head's time that fewer rows do not remove (a
+  per-call cost over the weights; at 20m on XLA:CPU, 1.2 of 2.5 ms at 16 rows), the rest being the
+  rows' own arithmetic; and the step's bandwidth floor: the bytes a step must read
+  (`flops.decode_bytes_per_step`: weights, head, the KV slots the segmented cache attends, GDN state)
+  over the fastest streaming read an XLA kernel reached in the same run (`stream_gbps`, before and
+  after the configs), since a decode step at these batch sizes is bound by memory traffic, not FLOPs
+  (a true floor once a step's bytes exceed the last-level cache, as the 20m model's do on a CPU;
+  smaller models' steps can run from cache).
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
