@@ -357,7 +357,8 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
                 steps = f"{d['greedy_step_ms']:.3f} / " + (f"{d['hf_step_ms']:.3f}" if "hf_step_ms" in d else "-")
                 print(f"| {r['config']} | {d['batch']} x {d['new_tokens']} | {d['greedy_tok_s']:,.0f} "
                       f"| {d['top_p_tok_s']:,.0f} | {d['top_p_over_greedy']:.2f} | {hf} | {steps} "
-                      f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) | {d['head_ms']:.3f} ({d['head_2rows_ms']:.3f}) "
+                      f"| {d['floor_ms']:.3f} ({d['read_mb_per_step']:.1f}) "
+                      f"| {d['head_ms']:.3f} ({d['head_2rows_ms']:.3f}) "
                       f"| {load_cell(r)} |")
 
 
