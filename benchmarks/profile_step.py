@@ -107,7 +107,7 @@ def self_times(events: list[dict], thunks: set) -> tuple[dict[str, float], dict[
         stack: list[list] = []  # [end, name, child time]
         for e in evs:
             while stack and e["ts"] >= stack[-1][0]:
-                end, name, child = stack.pop()
+                _, name, child = stack.pop()
                 total[name] -= child
             if stack:
                 stack[-1][2] += e["dur"]
@@ -239,7 +239,10 @@ def main(argv=None) -> int:
         raise SystemExit(f"profile_step reads XLA:CPU thunk events; this backend is {jax.default_backend()}")
     cfg = CONFIGS[args.config]
     if args.what == "decode":
-        rows, new = (int(x) for x in args.decode.split("x"))
+        try:
+            rows, new = (int(x) for x in args.decode.split("x"))
+        except ValueError:
+            ap.error(f"--decode must be ROWSxNEW, e.g. 16x512 (got {args.decode!r})")
         run, hlo, steps = decode_step(cfg, rows, new, args.prompt)
         what = f"greedy decode {rows} x {new} (prompt {args.prompt})"
     else:
