@@ -17,7 +17,10 @@ groups run back to back, in the given order on even repeats and reversed on odd 
 the group that ran right after another pool's was the slower one, whichever pool it was: a fixed
 order would favour one worker count; an even `--repeats` balances the orders exactly, and the ratio
 is also printed by order, and its spread over repeats), then the warm, no-dedupe and control runs. `speedup` is the
-median over repeats of the first worker count's cold time over this row's in the same repeat;
+median over repeats of the first worker count's cold time over this row's in the same repeat. Where the
+two orders' ratios fall apart, that median lands between them; the position-balanced speedup printed
+under the table, the geometric mean of the two orders' medians, cancels a slowdown that hits
+whichever pool runs second, and is the figure to read then;
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
 ceiling, not as a slow pool. `--idle-s S` sleeps S seconds before each cold group, every process
@@ -166,6 +169,14 @@ def _start_hook_processes(pool, c, patch, tries: int = 5) -> None:
           "started a hook process before the timed groups")
 
 
+def balanced_ratio(ran_after: list[float], ran_before: list[float]) -> float:
+    """The speedup with the order's effect taken out: a cold group that runs right after another pool's
+    is slower by some factor f whichever pool it is, so the same-repeat ratios are r / f where the
+    faster pool ran second and r * f where it ran first; the geometric mean of the two orders'
+    medians is r."""
+    return (statistics.median(ran_after) * statistics.median(ran_before)) ** 0.5
+
+
 def _cold_group(pool, c, rows, texts, folder, idle_s: float):
     ctx = RewardContext(c, pool=pool, cache_dir=folder)
     pids = pool.worker_pids()
@@ -279,6 +290,8 @@ def main(argv=None) -> int:
         if later and earlier:
             print(f"speedup of {n} workers by order: ran after {counts[0]} worker(s)' group {med(later):.2f}x "
                   f"({len(later)} repeats), before it {med(earlier):.2f}x ({len(earlier)} repeats)")
+            print(f"position-balanced speedup of {n} workers: {balanced_ratio(later, earlier):.2f}x (geometric "
+                  f"mean of the two orders' medians)")
     per_group = {n: med(rec[n]["worker_cpu"]) * 1000 for n in counts}
     jobs = {n: max(1, rec[n]["evals"] * len(worker_shares(list(range(10)), n))) for n in counts}
     print("worker_cpu_ms: the workers' and their hook processes' CPU over the cold group (per job: over evals x "
