@@ -198,21 +198,25 @@ def ours_fns(cfg, model, args) -> dict:
     trainer = ShardedTrainer(model, optax.adamw(1e-4), mesh, rules, chunk_size=args.logprob_chunk)
     batch = make_batch(cfg.vocab_size, args.batch, args.seq)
     fns = {"train": lambda: jax.block_until_ready(trainer.step(batch))}
-    none = jnp.full((8,), -1, jnp.int32)  # no stop ids: every row decodes all new tokens
-    no_seqs = jnp.full((4, 8), -1, jnp.int32)
     # one jitted LM-head loop per row count, shared by the decode points that time it
     heads = {r: head_fn(model, r, cfg.hidden_size) for r in {2} | {rows for rows, _ in args.decode}}
     for rows, new in args.decode:
         prompt = jnp.asarray(make_batch(cfg.vocab_size, rows, args.prompt)["input_ids"])
         for mode, kw in (("greedy", dict(greedy=True)), ("top_p", dict(temperature=0.7, top_p=0.95, use_top_p=True))):
             def decode(prompt=prompt, new=new, kw=kw):
-                out = generate_tokens(graphdef, state, prompt, jnp.ones_like(prompt, bool), jax.random.key(0), none,
-                                      no_seqs, max_new_tokens=new, cache_dtype=jnp.dtype(cfg.dtype), **kw)
-                jax.block_until_ready(out["tokens"])
+                jax.block_until_ready(decode_tokens(graphdef, state, prompt, cfg, new, **kw))
             fns[(mode, (rows, new))] = decode
         fns[("head", (rows, new))] = heads[rows]
         fns[("head_2rows", (rows, new))] = heads[2]
     return fns
+
+
+def decode_tokens(graphdef, state, prompt, cfg, new: int, **sampling):
+    """The decode this script times: `generate_tokens` from `prompt` (every token real) with no stop ids
+    or sequences, so every row decodes all `new` tokens; returns the tokens [B, new]."""
+    return generate_tokens(graphdef, state, prompt, jnp.ones_like(prompt, bool), jax.random.key(0),
+                           jnp.full((8,), -1, jnp.int32), jnp.full((4, 8), -1, jnp.int32), max_new_tokens=new,
+                           cache_dtype=jnp.dtype(cfg.dtype), **sampling)["tokens"]
 
 
 HEAD_CALLS = 20  # LM-head calls per timed head run, in one jitted loop (one call is ~0.01-3 ms)

@@ -27,10 +27,8 @@ import gzip
 import json
 import os
 import re
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,10 +45,9 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from bench_model import CONFIGS, make_batch  # noqa: E402
+from bench_model import CONFIGS, decode_tokens, make_batch, median_time  # noqa: E402
 from hr1_jax import parallel  # noqa: E402
 from hr1_jax.models import build_model  # noqa: E402
-from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from machine_state import load_text  # noqa: E402
@@ -135,10 +132,7 @@ def decode_step(cfg, rows: int, new: int, prompt_len: int):
     """(run, compiled HLO text, steps per run) of bench_model's greedy decode point rows x new."""
     graphdef, state = nnx.split(build_model(cfg, nnx.Rngs(0)))
     prompt = jnp.asarray(make_batch(cfg.vocab_size, rows, prompt_len)["input_ids"])
-    none, no_seqs = jnp.full((8,), -1, jnp.int32), jnp.full((4, 8), -1, jnp.int32)
-    fn = jax.jit(lambda st, p: generate_tokens(graphdef, st, p, jnp.ones_like(p, bool), jax.random.key(0), none,
-                                               no_seqs, max_new_tokens=new, greedy=True,
-                                               cache_dtype=jnp.dtype(cfg.dtype))["tokens"])
+    fn = jax.jit(lambda st, p: decode_tokens(graphdef, st, p, cfg, new, greedy=True))
     compiled = fn.lower(state, prompt).compile()
     return (lambda: jax.block_until_ready(compiled(state, prompt))), compiled.as_text(), new
 
@@ -155,16 +149,11 @@ def train_step(cfg, batch_size: int, seq: int):
 
 
 def profile(run, hlo_text: str, steps: int, repeats: int) -> dict:
-    run()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
+    step_s = median_time(run, repeats) / steps   # bench_model's timing: one warm-up call, then the median
     instructions = hlo_instructions(hlo_text)
     events = traced_events(run)
     selfs, calls = self_times(events, set(instructions))
-    return {"step_ms": statistics.median(times) / steps * 1e3,
+    return {"step_ms": step_s * 1e3,
             "ops": {name: {"ms": us / 1e3 / steps, "calls": calls[name] / steps,
                            "shape": instructions[name][0], "kind": kind_of(name, *instructions[name][1:]),
                            "op": instructions[name][2]}
