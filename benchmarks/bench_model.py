@@ -32,8 +32,8 @@ then shown as % of that peak. Both frameworks run under glibc malloc on transpar
 the launch scripts run jobs (`hr1_jax.utils.host_env`: the script re-execs itself with the tunable);
 `--malloc default` measures plain malloc. The 1-minute load average (`/proc/loadavg`) is printed at start and end,
 and each table row's load column adds the steal share of all CPU time while that config was timed.
-Results are printed as markdown tables (benchmarks/README.md's model tables come from one run) and one
-JSON line.
+Results are printed as markdown tables (benchmarks/README.md's model tables come from one run), then
+issue 17's targets with PASS / FAIL from this run's figures (`targets.py`), and one JSON line.
 
 CPU caveat (jaxlib 0.10.2): the batched triangular solve inside the Gated DeltaNet chunked rule can
 deadlock XLA:CPU's intra-op pool on 2-core machines once the solve batch (batch x value heads x
@@ -93,6 +93,7 @@ from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 from machine_state import CpuWindow, format_share, load_1min, load_text  # noqa: E402  (benchmarks/, the script's folder)
+from targets import model_lines  # noqa: E402
 from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 CONFIGS = {
@@ -416,7 +417,10 @@ def main(argv=None) -> int:
         for d in r.get("decode", []):
             d["floor_ms"] = d["read_mb_per_step"] / stream
     print_tables(rows, args, peak * 1e3 if peak else max(measured.values()), stream)
-    print("BENCH_MODEL " + json.dumps({"peak_gflops": measured, "stream_gbps": stream, "rows": rows}))
+    verdicts = model_lines(rows)
+    print("\ntargets (issue 17):\n" + "\n".join(f"  {line}" for line in verdicts))
+    print("BENCH_MODEL " + json.dumps({"peak_gflops": measured, "stream_gbps": stream, "rows": rows,
+                                      "targets": verdicts}))
     return 0
 
 

@@ -48,6 +48,7 @@ from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.hook_process import _cpu_seconds, shared_hook_process  # noqa: E402
 from hr1_jax.patch.sandbox import _check_and_rewrite, _compile_cached  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
+from targets import HOOK_CALL_US, VALIDATION_MS, verdict  # noqa: E402
 from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 REF = REPO / "hr1_jax" / "patch" / "reference_patches"
@@ -103,8 +104,6 @@ def interleaved_us(fns: dict, calls: int, repeats: int) -> dict:
 
 
 PREVIOUS_DESIGN_US = 116  # settrace tracer, inline only: measured at 76513ca (issue 10)
-TARGET_US = {"webshop": 20.0, "alfworld": 40.0}  # per call, first wall
-TARGET_VALIDATION_MS = 5.0
 
 
 def bench_hook(label: str, patch: dict, hook_name: str, ctxs: list[dict], calls: int, repeats: int) -> dict:
@@ -248,10 +247,6 @@ def validation_phases(patch: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def interpreter_line() -> str:
     """Which CPython ran: hook and validation costs are interpreter-bound (a PGO/LTO build with
     libpython linked in, as Debian's, is ~25% faster on parse/compile than a plain shared one)."""
@@ -315,12 +310,12 @@ def main() -> int:
           + f" (sum {sum(phases.values()):.2f})")
     print("targets (issue 17):")
     for name, row in (("webshop", web), ("alfworld", alf)):
-        target = TARGET_US[name]
+        target = HOOK_CALL_US[name]
         print(f"  {name:8s} first wall {row['inline']:6.1f} us (cpu {row['inline_cpu']:5.1f}) <= {target:.0f}: "
-              f"{_verdict(row['inline'] <= target)}   (both walls {row['process']:.1f} us, "
+              f"{verdict(row['inline'] <= target)}   (both walls {row['process']:.1f} us, "
               f"{row['pinned']:.1f} with caller and hook process on one CPU)")
-    print(f"  validation max {max(parse_ms):.2f} ms (cpu {max(parse_cpu_ms):.2f}) <= {TARGET_VALIDATION_MS:.0f}: "
-          f"{_verdict(max(parse_ms) <= TARGET_VALIDATION_MS)}")
+    print(f"  validation max {max(parse_ms):.2f} ms (cpu {max(parse_cpu_ms):.2f}) <= {VALIDATION_MS:.0f}: "
+          f"{verdict(max(parse_ms) <= VALIDATION_MS)}")
     print(f"load average after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     return 0
 

@@ -20,7 +20,8 @@ is also printed by order, and its spread over repeats), then the warm, no-dedupe
 median over repeats of the first worker count's cold time over this row's in the same repeat. Where the
 two orders' ratios fall apart, that median lands between them; the position-balanced speedup printed
 under the table, the geometric mean of the two orders' medians, cancels a slowdown that hits
-whichever pool runs second, and is the figure to read then;
+whichever pool runs second, and is the figure to read then (issue 17's target line, printed where
+the worker counts start with 1 and include 2, reads it where both orders ran, else the median);
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
 ceiling, not as a slow pool. `--idle-s S` sleeps S seconds before each cold group, every process
@@ -47,6 +48,7 @@ from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
 from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares  # noqa: E402
 from hr1_jax.rollout.reward import RewardContext, prepare_patch, score_group, score_response  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
+from targets import rerun_line  # noqa: E402
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
          "Quote identifiers with backticks; inspect columns first.",
@@ -275,10 +277,12 @@ def main(argv=None) -> int:
         print(f"{n:>7} {startup[n]:>9.2f} {med(r['cold']):>7.3f} {speedup:>6.2f}x {med(r['ceiling']):>6.2f}x "
               f"{med(r['parent_cpu']) * 1000:>13.1f} {med(r['warm']):>7.3f} {med(r['nodedupe']):>11.2f} {r['evals']:>5} "
               f"{1 - med(r['cold']) / med(r['nodedupe']):>12.0%} {statistics.fmean(r['scores']):>10.3f}")
+    verdict = None
     for n in counts[1:]:
         # how far the same-repeat ratios spread (the median alone hides the box's swings), and the
         # same ratios split by which of the two pools' cold groups ran first
         same = [b / x for b, x in zip(base, rec[n]["cold"])]
+        balanced = None
         ratios = sorted(same)
         if len(ratios) >= 4:
             q1, _, q3 = statistics.quantiles(ratios, n=4)
@@ -290,13 +294,18 @@ def main(argv=None) -> int:
         if later and earlier:
             print(f"speedup of {n} workers by order: ran after {counts[0]} worker(s)' group {med(later):.2f}x "
                   f"({len(later)} repeats), before it {med(earlier):.2f}x ({len(earlier)} repeats)")
-            print(f"position-balanced speedup of {n} workers: {balanced_ratio(later, earlier):.2f}x (geometric "
-                  f"mean of the two orders' medians)")
+            balanced = balanced_ratio(later, earlier)
+            print(f"position-balanced speedup of {n} workers: {balanced:.2f}x (geometric mean of the two orders' "
+                  "medians)")
+        if (counts[0], n) == (1, 2):
+            verdict = rerun_line(balanced, med(same))
     per_group = {n: med(rec[n]["worker_cpu"]) * 1000 for n in counts}
     jobs = {n: max(1, rec[n]["evals"] * len(worker_shares(list(range(10)), n))) for n in counts}
     print("worker_cpu_ms: the workers' and their hook processes' CPU over the cold group (per job: over evals x "
           "worker shares): " + ", ".join(f"{n} worker{'s' * (n > 1)} {per_group[n]:.1f} ({per_group[n] / jobs[n]:.1f} "
                                          "per job)" for n in counts))
+    if verdict:
+        print(f"target (issue 17): {verdict}")
     print(f"load after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     return 0
 

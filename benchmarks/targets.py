@@ -1,0 +1,68 @@
+"""Issue 17's acceptance targets, in one place for the scripts that measure them, and the verdict
+lines they print under their tables: `bench_model.py` (train, top-p and decode ratios),
+`bench_patch.py` (hook calls, validation), `bench_reward.py` (rerun scaling). A verdict is only ever
+computed from what the same run measured."""
+from __future__ import annotations
+
+import math
+
+TRAIN_RATIO = 1.0               # ours/torch train step, at each of TRAIN_CONFIGS
+TRAIN_CONFIGS = ("demo", "20m")
+TRAIN_PEAK_SHARE = 0.5          # of the run's fp32 matmul peak, at PEAK_CONFIG
+PEAK_CONFIG = "20m"
+TOP_P_OVER_GREEDY = 1.5         # top-p step time over greedy, at every decode point
+DECODE_RATIO = 3.0              # ours/HF greedy, at DECODE_POINT (the issue names no model size: every config is shown)
+DECODE_POINT = (16, 512)
+HOOK_CALL_US = {"webshop": 20.0, "alfworld": 40.0}   # per call, first wall
+VALIDATION_MS = 5.0             # the slowest shipped patch
+RERUN_SPEEDUP = 1.8             # 2 workers over 1 on bench_reward's 32-response group
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def _check(value: float | None, ok) -> str:
+    return "not measured" if value is None or math.isnan(value) else verdict(ok(value))
+
+
+def model_lines(rows: list[dict]) -> list[str]:
+    """`bench_model.py`'s verdicts from its result rows (one per config): a target whose config or
+    point this run did not measure (--configs, --skip-train, --decode, --no-torch) is said to be so."""
+    by_name = {r["config"]: r for r in rows}
+    lines = []
+    for name in TRAIN_CONFIGS:
+        ratio = by_name.get(name, {}).get("train_ratio")
+        shown = "n/a" if ratio is None else f"{ratio:.2f}x"
+        lines.append(f"train ours/torch at {name}: {shown} >= {TRAIN_RATIO:.1f}: "
+                     f"{_check(ratio, lambda v: v >= TRAIN_RATIO)}")
+    share = by_name.get(PEAK_CONFIG, {}).get("ours_train_peak_frac")
+    shown = "n/a" if share is None else f"{share:.0%}"
+    lines.append(f"train at {PEAK_CONFIG}, share of the run's matmul peak: {shown} >= {TRAIN_PEAK_SHARE:.0%}: "
+                 f"{_check(share, lambda v: v >= TRAIN_PEAK_SHARE)}")
+    points = [(r["config"], d) for r in rows for d in r.get("decode", [])]
+    if points:
+        name, worst = max(points, key=lambda p: p[1]["top_p_over_greedy"])
+        lines.append(f"top-p / greedy time, worst of {len(points)} points: {worst['top_p_over_greedy']:.2f} "
+                     f"({name} {worst['batch']} x {worst['new_tokens']}) <= {TOP_P_OVER_GREEDY}: "
+                     f"{verdict(worst['top_p_over_greedy'] <= TOP_P_OVER_GREEDY)}")
+    else:
+        lines.append(f"top-p / greedy time <= {TOP_P_OVER_GREEDY}: not measured")
+    at_point = [(r["config"], d) for r in rows for d in r.get("decode", [])
+                if (d["batch"], d["new_tokens"]) == DECODE_POINT]
+    rows_x_new = f"{DECODE_POINT[0]} x {DECODE_POINT[1]}"
+    if not at_point:
+        lines.append(f"decode ours/HF at {rows_x_new} >= {DECODE_RATIO:.0f}x: not measured")
+    for name, d in at_point:
+        ratio = d.get("ratio")
+        shown = "n/a" if ratio is None else f"{ratio:.2f}x"
+        lines.append(f"decode ours/HF at {rows_x_new}, {name}: {shown} >= {DECODE_RATIO:.0f}x: "
+                     f"{_check(ratio, lambda v: v >= DECODE_RATIO)}")
+    return lines
+
+
+def rerun_line(balanced: float | None, median: float) -> str:
+    """`bench_reward.py`'s verdict for 2 workers over 1: on the position-balanced speedup where both
+    orders of the cold groups ran (the figure its docstring says to read), else on the median."""
+    value, which = (balanced, "position-balanced") if balanced is not None else (median, "median")
+    return f"2 workers over 1, {which}: {value:.2f}x >= {RERUN_SPEEDUP}x: {verdict(value >= RERUN_SPEEDUP)}"

@@ -1,0 +1,61 @@
+"""`benchmarks/targets.py`: the verdict lines the benchmark scripts print under their tables say PASS
+only where the run's own figure meets issue 17's target, and say what the run did not measure."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from targets import model_lines, rerun_line  # noqa: E402
+
+
+def _decode(batch, new, top_p_over_greedy, ratio=None):
+    d = {"batch": batch, "new_tokens": new, "top_p_over_greedy": top_p_over_greedy}
+    if ratio is not None:
+        d["ratio"] = ratio
+    return d
+
+
+def _rows():
+    return [
+        {"config": "tiny", "train_ratio": 0.70, "decode": [_decode(16, 512, 1.10, 5.7)]},
+        {"config": "demo", "train_ratio": 1.02, "decode": [_decode(8, 128, 1.20, 5.5), _decode(16, 512, 1.18, 3.8)]},
+        {"config": "20m", "train_ratio": 0.99, "ours_train_peak_frac": 0.56,
+         "decode": [_decode(8, 128, 1.23, 2.9), _decode(16, 512, 1.52, 2.4)]},
+    ]
+
+
+def _line(lines, start):
+    (line,) = [x for x in lines if x.startswith(start)]
+    return line
+
+
+def test_model_lines_judge_each_target_on_the_runs_own_figures():
+    lines = model_lines(_rows())
+    assert _line(lines, "train ours/torch at demo").endswith("1.02x >= 1.0: PASS")
+    assert _line(lines, "train ours/torch at 20m").endswith("0.99x >= 1.0: FAIL")   # no rounding up to 1.0
+    assert _line(lines, "train at 20m, share").endswith("56% >= 50%: PASS")
+    # the worst of all five points decides top-p, and names it
+    assert _line(lines, "top-p / greedy").endswith("1.52 (20m 16 x 512) <= 1.5: FAIL")
+    # decode is shown per config at 16 x 512 only (the 8 x 128 points are no target)
+    decode = [x for x in lines if x.startswith("decode")]
+    assert [x.split(", ")[1].split(":")[0] for x in decode] == ["tiny", "demo", "20m"]
+    assert decode[1].endswith("3.80x >= 3x: PASS") and decode[2].endswith("2.40x >= 3x: FAIL")
+    assert not any(x.startswith("train ours/torch at tiny") for x in lines)   # tiny is no train target
+
+
+def test_model_lines_say_what_the_run_did_not_measure():
+    rows = [{"config": "demo", "decode": [_decode(16, 512, 1.2)]}]   # --skip-train --no-torch, one config
+    lines = model_lines(rows)
+    assert _line(lines, "train ours/torch at demo").endswith("not measured")
+    assert _line(lines, "train ours/torch at 20m").endswith("not measured")
+    assert _line(lines, "train at 20m, share").endswith("not measured")
+    assert _line(lines, "decode ours/HF at 16 x 512, demo").endswith("not measured")
+    lines = model_lines([{"config": "20m", "train_ratio": 1.1, "ours_train_peak_frac": 0.6}])   # --skip-decode
+    assert _line(lines, "top-p / greedy").endswith("not measured")
+    assert _line(lines, "decode ours/HF").endswith("not measured")
+
+
+def test_rerun_line_reads_the_balanced_speedup_where_both_orders_ran():
+    assert rerun_line(1.83, 1.69) == "2 workers over 1, position-balanced: 1.83x >= 1.8x: PASS"
+    assert rerun_line(1.75, 1.85).endswith("1.75x >= 1.8x: FAIL")    # a high median does not pass it
+    assert rerun_line(None, 1.79) == "2 workers over 1, median: 1.79x >= 1.8x: FAIL"
