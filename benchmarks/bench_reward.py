@@ -20,8 +20,8 @@ is also printed by order, and its spread over repeats), then the warm, no-dedupe
 median over repeats of the first worker count's cold time over this row's in the same repeat. Where the
 two orders' ratios fall apart, that median lands between them; the position-balanced speedup printed
 under the table, the geometric mean of the two orders' medians, cancels a slowdown that hits
-whichever pool runs second, and is the figure to read then (issue 17's target line, printed where
-the worker counts start with 1 and include 2, reads it where both orders ran, else the median);
+whichever pool runs second, and is the figure to read then (issue 17's target line, printed when
+the worker counts start with 1 and include 2, judges it, or the median where only one order ran);
 `ceiling` is what the machine allows at that moment: a pure-CPU control (the same Python work on as
 many spawned processes, vs one) sampled in the same repeats, so a loaded box shows up as a low
 ceiling, not as a slow pool. `--idle-s S` sleeps S seconds before each cold group, every process
