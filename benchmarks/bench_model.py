@@ -189,14 +189,19 @@ def make_batch(vocab: int, batch: int, seq: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "attention_mask": mask, "loss_mask": mask.copy()}
 
 
+def make_trainer(model, chunk_size: int = 1024) -> ShardedTrainer:
+    """The train step this script times: AdamW on the default mesh and rules, `chunk_size` tokens per
+    fused LM-head + CE chunk (it donates the params it starts from)."""
+    sec = pconfig.defaults()
+    return ShardedTrainer(model, optax.adamw(1e-4), parallel.make_mesh(sec), parallel.rules_tuple(sec.train_rules),
+                          chunk_size=chunk_size)
+
+
 def ours_fns(cfg, model, args) -> dict:
     """Our timed callables: "train" and, per decode point, ("greedy"|"top_p"|"head"|"head_2rows", point)."""
     graphdef, state = nnx.split(model)
     state = jax.tree.map(jnp.copy, state)  # the trainer donates the params it starts from
-    sec = pconfig.defaults()
-    mesh = parallel.make_mesh(sec)
-    rules = parallel.rules_tuple(sec.train_rules)
-    trainer = ShardedTrainer(model, optax.adamw(1e-4), mesh, rules, chunk_size=args.logprob_chunk)
+    trainer = make_trainer(model, args.logprob_chunk)
     batch = make_batch(cfg.vocab_size, args.batch, args.seq)
     fns = {"train": lambda: jax.block_until_ready(trainer.step(batch))}
     # one jitted LM-head loop per row count, shared by the decode points that time it

@@ -42,14 +42,10 @@ if __name__ == "__main__":  # as bench_model: the launch scripts run jobs under 
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from bench_model import CONFIGS, decode_tokens, make_batch, median_time  # noqa: E402
-from hr1_jax import parallel  # noqa: E402
+from bench_model import CONFIGS, decode_tokens, make_batch, make_trainer, median_time  # noqa: E402
 from hr1_jax.models import build_model  # noqa: E402
-from hr1_jax.parallel import config as pconfig  # noqa: E402
-from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from machine_state import load_text  # noqa: E402
 
 KINDS = ("matmul", "reduction", "data movement", "control", "elementwise")
@@ -139,9 +135,7 @@ def decode_step(cfg, rows: int, new: int, prompt_len: int):
 
 def train_step(cfg, batch_size: int, seq: int):
     """(run, compiled HLO text, 1) of bench_model's CE + AdamW train step."""
-    sec = pconfig.defaults()
-    trainer = ShardedTrainer(build_model(cfg, nnx.Rngs(0)), optax.adamw(1e-4), parallel.make_mesh(sec),
-                             parallel.rules_tuple(sec.train_rules))
+    trainer = make_trainer(build_model(cfg, nnx.Rngs(0)))
     batch = make_batch(cfg.vocab_size, batch_size, seq)
     trainer.step(batch)  # compiles
     hlo = trainer._compiled("step", batch).lower(trainer.state, trainer.place(batch)).compile().as_text()

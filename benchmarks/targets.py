@@ -4,8 +4,6 @@ lines they print under their tables: `bench_model.py` (train, top-p and decode r
 computed from what the same run measured."""
 from __future__ import annotations
 
-import math
-
 TRAIN_RATIO = 1.0               # ours/torch train step, at each of TRAIN_CONFIGS
 TRAIN_CONFIGS = ("demo", "20m")
 TRAIN_PEAK_SHARE = 0.5          # of the run's fp32 matmul peak, at PEAK_CONFIG
@@ -22,24 +20,23 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def _check(value: float | None, ok) -> str:
-    return "not measured" if value is None or math.isnan(value) else verdict(ok(value))
+def _at_least(label: str, value: float | None, bound: float, shown, bound_text: str) -> str:
+    """"label: value >= bound: PASS|FAIL", or "not measured" where the run has no value."""
+    if value is None:
+        return f"{label}: n/a >= {bound_text}: not measured"
+    return f"{label}: {shown(value)} >= {bound_text}: {verdict(value >= bound)}"
 
 
 def model_lines(rows: list[dict]) -> list[str]:
     """`bench_model.py`'s verdicts from its result rows (one per config): a target whose config or
     point this run did not measure (--configs, --skip-train, --decode, --no-torch) is said to be so."""
     by_name = {r["config"]: r for r in rows}
-    lines = []
-    for name in TRAIN_CONFIGS:
-        ratio = by_name.get(name, {}).get("train_ratio")
-        shown = "n/a" if ratio is None else f"{ratio:.2f}x"
-        lines.append(f"train ours/torch at {name}: {shown} >= {TRAIN_RATIO:.1f}: "
-                     f"{_check(ratio, lambda v: v >= TRAIN_RATIO)}")
-    share = by_name.get(PEAK_CONFIG, {}).get("ours_train_peak_frac")
-    shown = "n/a" if share is None else f"{share:.0%}"
-    lines.append(f"train at {PEAK_CONFIG}, share of the run's matmul peak: {shown} >= {TRAIN_PEAK_SHARE:.0%}: "
-                 f"{_check(share, lambda v: v >= TRAIN_PEAK_SHARE)}")
+    ratio_x = lambda v: f"{v:.2f}x"  # noqa: E731
+    lines = [_at_least(f"train ours/torch at {name}", by_name.get(name, {}).get("train_ratio"), TRAIN_RATIO,
+                       ratio_x, f"{TRAIN_RATIO:.1f}") for name in TRAIN_CONFIGS]
+    lines.append(_at_least(f"train at {PEAK_CONFIG}, share of the run's matmul peak",
+                           by_name.get(PEAK_CONFIG, {}).get("ours_train_peak_frac"), TRAIN_PEAK_SHARE,
+                           lambda v: f"{v:.0%}", f"{TRAIN_PEAK_SHARE:.0%}"))
     points = [(r["config"], d) for r in rows for d in r.get("decode", [])]
     if points:
         name, worst = max(points, key=lambda p: p[1]["top_p_over_greedy"])
@@ -53,11 +50,8 @@ def model_lines(rows: list[dict]) -> list[str]:
     rows_x_new = f"{DECODE_POINT[0]} x {DECODE_POINT[1]}"
     if not at_point:
         lines.append(f"decode ours/HF at {rows_x_new} >= {DECODE_RATIO:.0f}x: not measured")
-    for name, d in at_point:
-        ratio = d.get("ratio")
-        shown = "n/a" if ratio is None else f"{ratio:.2f}x"
-        lines.append(f"decode ours/HF at {rows_x_new}, {name}: {shown} >= {DECODE_RATIO:.0f}x: "
-                     f"{_check(ratio, lambda v: v >= DECODE_RATIO)}")
+    lines += [_at_least(f"decode ours/HF at {rows_x_new}, {name}", d.get("ratio"), DECODE_RATIO, ratio_x,
+                        f"{DECODE_RATIO:.0f}x") for name, d in at_point]
     return lines
 
 
