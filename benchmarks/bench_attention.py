@@ -10,8 +10,8 @@ with two left-padded rows, loss = sum(out * cotangent), `jax.value_and_grad` ove
 Both ways are timed interleaved (one call each per round, after a compile call), medians over
 `--repeats` rounds; the ratio is the baseline's median over ours, with the median of the same-round
 ratios beside it. The max |difference| of the outputs and gradients is printed as a check. Load at
-start and end and the steal share of all CPU time while timing are printed. Runs under huge-page
-malloc, as the launch scripts run jobs (`hr1_jax.utils.host_env`).
+start and end and the steal share of all CPU time while timing are printed. Runs under the glibc
+malloc tunables and XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 
@@ -23,14 +23,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hr1_jax.utils.host_env import hugepage_malloc_requested, reexec_with_hugepage_malloc  # noqa: E402
+from hr1_jax.utils.host_env import configure_jax, job_malloc_requested, reexec_with_job_malloc  # noqa: E402
 
 # glibc reads its tunables at process start: re-exec under them before anything allocates.
 if __name__ == "__main__":
-    reexec_with_hugepage_malloc()
+    reexec_with_job_malloc()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+configure_jax()
 
 from hr1_jax.models import attention  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
     if unknown or args.batch < 1 or args.seq < 2 or args.repeats < 1:
         ap.error(f"bad arguments: unknown shapes {unknown}" if unknown else "batch >= 1, seq >= 2, repeats >= 1")
     print(f"causal attention fwd+bwd [{args.batch} x {args.seq}], fp32, {jax.devices()[0].platform}; "
-          f"medians of {args.repeats}, interleaved; huge-page malloc {'on' if hugepage_malloc_requested() else 'off'}; "
+          f"medians of {args.repeats}, interleaved; job malloc {'on' if job_malloc_requested() else 'off'}; "
           f"baseline: autodiff through jax.nn.softmax")
     print("| shape (heads / KV heads / head_dim) | autodiff ms | ours ms | autodiff / ours (pairwise) | max abs diff | load | steal |")
     print("|---|--:|--:|--:|--:|--|--|")

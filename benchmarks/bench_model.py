@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_model.py [--configs tiny,demo,20m] [--repeats 5]
         [--batch 8] [--seq 512] [--prompt 64] [--decode 8x128,16x512] [--peak-tflops X]
-        [--skip-train | --skip-decode] [--malloc hugepages|default]
+        [--skip-train | --skip-decode] [--malloc job|default]
 
 For each config: the model is built here, exported with `save_hf_checkpoint` and loaded by
 `AutoModelForCausalLM` (so both sides use identical weights; the max |Δlogits| is printed as a
@@ -28,9 +28,10 @@ the ratio of the medians, and the median of the pairwise ratios is printed besid
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
-then shown as % of that peak. Both frameworks run under glibc malloc on transparent huge pages, as
-the launch scripts run jobs (`hr1_jax.utils.host_env`: the script re-execs itself with the tunable);
-`--malloc default` measures plain malloc. The 1-minute load average (`/proc/loadavg`) is printed at start and end,
+then shown as % of that peak. Both frameworks run under the glibc malloc tunables the launch scripts
+run jobs with (`hr1_jax.utils.host_env`: huge pages, freed blocks kept; the script re-execs itself
+under them), with XLA:CPU computations on the calling thread as `hr1` then runs them; `--malloc
+default` measures plain malloc and JAX's default dispatch. The 1-minute load average (`/proc/loadavg`) is printed at start and end,
 and each table row's load column adds the steal share of all CPU time while that config was timed.
 Results are printed as markdown tables (benchmarks/README.md's model tables come from one run), then
 issue 17's targets with PASS / FAIL from this run's figures (`targets.py`), and one JSON line.
@@ -56,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from hr1_jax.utils.host_env import hugepage_malloc_requested, reexec_with_hugepage_malloc  # noqa: E402
+from hr1_jax.utils.host_env import configure_jax, job_malloc_requested, reexec_with_job_malloc  # noqa: E402
 
 
 def _flag_from_argv(argv, name: str, default: str) -> str:
@@ -71,8 +72,8 @@ def _flag_from_argv(argv, name: str, default: str) -> str:
 
 
 # glibc reads its tunables at process start: re-exec under them before anything allocates.
-if __name__ == "__main__" and _flag_from_argv(sys.argv, "malloc", "hugepages") == "hugepages":
-    reexec_with_hugepage_malloc()
+if __name__ == "__main__" and _flag_from_argv(sys.argv, "malloc", "job") == "job":
+    reexec_with_job_malloc()
 
 # Equal CPU budgets for both frameworks: XLA's thread pool must be sized before jax is imported.
 THREADS = int(_flag_from_argv(sys.argv, "threads", "0"))
@@ -84,6 +85,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+
+configure_jax()   # as `hr1` stages run under the tunables, before JAX's CPU client exists
 from flax import nnx  # noqa: E402
 
 from hr1_jax import parallel  # noqa: E402
@@ -387,8 +390,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads for both frameworks (1 = single-threaded XLA and torch; 0 = defaults)")
-    ap.add_argument("--malloc", choices=("hugepages", "default"), default="hugepages",
-                    help="glibc malloc on transparent huge pages (as the launch scripts run jobs) or plain")
+    ap.add_argument("--malloc", choices=("job", "default"), default="job",
+                    help="the launch scripts' glibc malloc tunables (huge pages, freed blocks kept) or plain")
     args = ap.parse_args(argv)
     args.decode = [tuple(int(x) for x in p.split("x")) for p in args.decode.split(",") if p]
     if args.threads:
@@ -400,8 +403,8 @@ def main(argv=None) -> int:
     print(f"devices: {jax.device_count()} x {jax.devices()[0].device_kind}; peak "
           + (f"{peak} TFLOP/s" if peak else f"measured fp32 matmul GFLOP/s {measured}")
           + f"; train batch {args.batch} seq {args.seq}; decode prompt {args.prompt}, points {args.decode}; medians "
-          f"of {args.repeats}; threads {args.threads or 'default'}; huge-page malloc "
-          f"{'on' if hugepage_malloc_requested() else 'off'}; streaming read {stream:.1f} GB/s; load {load_text()}",
+          f"of {args.repeats}; threads {args.threads or 'default'}; job malloc "
+          f"{'on' if job_malloc_requested() else 'off'}; streaming read {stream:.1f} GB/s; load {load_text()}",
           flush=True)
     rows = []
     for name in args.configs.split(","):

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The per-thunk trace events must be switched on before jax is imported (bench_model imports it).
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
-from hr1_jax.utils.host_env import hugepage_malloc_requested, reexec_with_hugepage_malloc  # noqa: E402
+from hr1_jax.utils.host_env import job_malloc_requested, reexec_with_job_malloc  # noqa: E402
 
-if __name__ == "__main__":  # as bench_model: the launch scripts run jobs under huge-page malloc
-    reexec_with_hugepage_malloc()
+if __name__ == "__main__":  # as bench_model: the launch scripts run jobs under these malloc tunables
+    reexec_with_job_malloc()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     else:
         run, hlo, steps = train_step(cfg, args.batch, args.seq)
         what = f"train step [{args.batch} x {args.seq}]"
-    print(f"{args.config} {what}; huge-page malloc {'on' if hugepage_malloc_requested() else 'off'}; "
+    print(f"{args.config} {what}; job malloc {'on' if job_malloc_requested() else 'off'}; "
           f"load {load_text()}", flush=True)
     result = profile(run, hlo, steps, args.repeats)
     print_report(result, args.top)

@@ -175,6 +175,9 @@ def _run_config_stage(name: str, stage: Stage, fn, argv: list[str]) -> int:
 
 
 def run_stage(name: str, argv: list[str]) -> int:
+    from hr1_jax.utils.host_env import configure_jax
+
+    configure_jax()   # under the launch scripts' malloc tunables; before anything creates JAX's CPU client
     stage = STAGES[name]
     fn = getattr(importlib.import_module(stage.module), stage.function)
     if not stage.takes_config:
