@@ -12,7 +12,7 @@ starts) fix that:
     the heap and freed memory stays there, so the next step reuses the same, already backed pages.
 The second pair only reaches blocks allocated on the main thread: a worker thread's malloc arena
 maps any block above its 64 MiB heaps whatever the tunables say. So a job under the tunables also
-runs single-device XLA:CPU computations on the calling thread (`inline_cpu_dispatch`), where the
+runs single-device XLA:CPU computations on the calling thread (`configure_jax`), where the
 temporaries are then allocated. The launch scripts source launch/host_env.sh (the same tunables;
 HR1_JOB_MALLOC=0 opts out) and `hr1` stages call `configure_jax`; the benchmarks re-exec
 themselves. A process keeps its peak heap (the demo and 20M train steps' peak RSS was unchanged).
@@ -36,7 +36,8 @@ def with_job_malloc(env: Mapping[str, str]) -> dict[str, str]:
     it does not set already (a key it sets, to any value, is kept as it is)."""
     out = dict(env)
     current = out.get("GLIBC_TUNABLES", "")
-    missing = [t for t in TUNABLES if t.split("=", 1)[0] not in _keys(current)]
+    have = _keys(current)
+    missing = [t for t in TUNABLES if _keys(t).isdisjoint(have)]
     if missing:
         out["GLIBC_TUNABLES"] = ":".join(([current] if current else []) + missing)
     return out
@@ -60,17 +61,12 @@ def reexec_with_job_malloc() -> None:
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
-def inline_cpu_dispatch() -> None:
-    """XLA:CPU runs single-device computations on the calling thread (it must be set before JAX
-    creates its CPU client: JAX reads it then)."""
-    import jax
-    jax.config.update("jax_cpu_enable_async_dispatch", False)
-
-
 def configure_jax() -> bool:
-    """`inline_cpu_dispatch` where this process runs under the job malloc tunables (the launch
-    scripts'), so XLA:CPU's temporaries come from the heap they keep; True if it did."""
+    """Where this process runs under the job malloc tunables (the launch scripts'): XLA:CPU runs
+    single-device computations on the calling thread, so their temporaries come from the heap the
+    tunables keep; True if it did. Call it before JAX creates its CPU client (JAX reads it then)."""
     if not job_malloc_requested():
         return False
-    inline_cpu_dispatch()
+    import jax
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
     return True
