@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from hr1_jax.models import fused_attention
 from hr1_jax.models.cache import KVCache, keys_from_blocks, keys_to_blocks, segment_bounds
 from hr1_jax.models.layers import DTYPE, Dense, RMSNorm, apply_rope
 
@@ -238,6 +239,7 @@ class Attention(nnx.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.gated = cfg.gated_attention
         self.q_chunk = cfg.attn_chunk_size
+        self.attention_impl = cfg.attention_impl
         q_out = cfg.num_heads * cfg.head_dim * (2 if self.gated else 1)
         self.q_proj = Dense(cfg.hidden_size, q_out, ("embed", "heads"), **kw)
         self.k_proj = Dense(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, ("embed", "kv_heads"), **kw)
@@ -260,7 +262,10 @@ class Attention(nnx.Module):
         q = apply_rope(self.q_norm(q), cos, sin)
         k = apply_rope(self.k_norm(k), cos, sin)
         if cache is None:
-            out = causal_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), mask, self.q_chunk)
+            blocked = lambda: causal_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), mask, self.q_chunk)
+            impl = fused_attention.resolve(self.attention_impl, q.dtype)
+            out = blocked() if impl == "blocked" else fused_attention.causal_attention(
+                q, k, v, mask, impl, blocked, required=self.attention_impl != "auto")
         else:
             cache = write_kv(cache, k, v, index, group)
             k_all, v_all = (cache.k, cache.v) if group is None else ([x[group] for x in cache.k], [x[group] for x in cache.v])

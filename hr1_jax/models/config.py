@@ -12,6 +12,7 @@ from typing import Any
 import ml_collections
 
 from hr1_jax.config import ConfigError, require
+from hr1_jax.models.fused_attention import IMPLEMENTATIONS as ATTENTION_IMPLS
 
 FAMILIES = ("qwen3", "qwen3_5_text")
 DTYPES = ("float32", "bfloat16")
@@ -62,6 +63,9 @@ def defaults() -> ml_collections.ConfigDict:
     c.linear_value_head_dim = 32
     c.gdn_chunk_size = 64
     c.attn_chunk_size = 1024  # queries per attention block: score memory O(T * this) for long sequences
+    # The train step's attention (models/fused_attention.py): auto = cuDNN's fused kernel on a GPU
+    # with bf16/fp16 activations, else the blocked XLA path; splash (TPU), cudnn, blocked, xla force one.
+    c.attention_impl = "auto"
     return c
 
 
@@ -75,6 +79,7 @@ def validate(c, config) -> None:
     require(c.full_attention_interval >= 1, "model.full_attention_interval", "must be >= 1")
     require(c.gdn_chunk_size >= 1, "model.gdn_chunk_size", "must be >= 1")
     require(c.attn_chunk_size >= 1, "model.attn_chunk_size", "must be >= 1")
+    require(c.attention_impl in ATTENTION_IMPLS, "model.attention_impl", f"must be one of {ATTENTION_IMPLS}")
     require(c.remat_policy in REMAT_POLICIES, "model.remat_policy", f"must be one of {tuple(REMAT_POLICIES)}")
 
 
@@ -109,6 +114,7 @@ class ModelConfig:
     scan_layers: bool | None = None             # None = auto: on from SCAN_MIN_LAYERS layers
     gdn_chunk_size: int = 64
     attn_chunk_size: int = 1024                # queries per attention block (bounds score memory)
+    attention_impl: str = "auto"               # the no-cache attention (models/fused_attention.py)
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -134,6 +140,7 @@ class ModelConfig:
             (self.param_dtype in DTYPES and self.dtype in DTYPES, "dtype", f"must be one of {DTYPES}"),
             (self.gdn_chunk_size >= 1 and self.attn_chunk_size >= 1, "gdn_chunk_size", "chunk sizes must be >= 1"),
             (self.remat_policy in REMAT_POLICIES, "remat_policy", f"must be one of {tuple(REMAT_POLICIES)}"),
+            (self.attention_impl in ATTENTION_IMPLS, "attention_impl", f"must be one of {ATTENTION_IMPLS}"),
         ]
         for ok, key, msg in checks:
             if not ok:
@@ -205,7 +212,8 @@ class ModelConfig:
     def _layout_options(c) -> dict[str, Any]:
         """How the layers are run and rematerialised (not part of the architecture)."""
         scan = None if c.scan_layers is None else bool(c.scan_layers)
-        return dict(remat=bool(c.remat), remat_policy=c.remat_policy, scan_layers=scan)
+        return dict(remat=bool(c.remat), remat_policy=c.remat_policy, scan_layers=scan,
+                    attention_impl=c.attention_impl)
 
     # ---- Hugging Face config.json --------------------------------------------------------------
     @classmethod
