@@ -10,6 +10,9 @@ runs three parts (separate processes, so JAX and torch never hold the chip's mem
   torch   the same train step and decode in transformers PyTorch on the same chip, for the plan in
           --plan (random init from the same config: throughput does not depend on the weights);
           a clear "skipped" record when torch (or its CUDA) is missing.
+          Then the train step's causal attention alone at the same rows (bf16, fwd+bwd): the fused
+          kernel (cuDNN on a GPU, splash on a TPU; XLA's reference kernel through the cuDNN call's
+          library function on a CPU) against the blocked XLA path, times and largest differences.
   report  the table and one ACCELERATOR_CHECK {json} line.
 
 The model, step and decode are bench_model.py's: `build_model` + `ShardedTrainer` (CE + AdamW,
@@ -40,7 +43,8 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from hr1_jax import parallel  # noqa: E402
-from hr1_jax.models import ModelConfig, build_model  # noqa: E402
+from hr1_jax.models import ModelConfig, attention, build_model  # noqa: E402
+from hr1_jax.models import fused_attention  # noqa: E402
 from hr1_jax.models.flops import flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
@@ -243,7 +247,47 @@ def run_jax(args, save) -> dict:
         result["decode"].append(decode_or_error(graphdef, state, cfg, batch, shapes))
         result["memory_at_end"] = memory_stats(device)
         save(result)
+    del graphdef, state
+    gc.collect()
+    try:
+        result["attention"] = compare_attention(cfg, shapes)
+    except Exception as err:  # noqa: BLE001  (a kernel this chip's cuDNN lacks: the rest stands)
+        result["attention"] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+    save(result)
     return result
+
+
+def compare_attention(cfg: ModelConfig, shapes: dict) -> dict:
+    """fwd+bwd of the causal attention at [train_batch, seq] rows of the model's heads, bf16, right-padded
+    rows of several lengths: the fused kernel of this backend (`model.attention_impl` cudnn on a GPU,
+    splash on a TPU, xla elsewhere) and the blocked path, their ms and the largest differences over
+    real positions, relative to the largest value (bf16 rounds each side's output and probabilities:
+    ~4 * 2^-8 between two correct kernels)."""
+    library = {"gpu": "cudnn", "tpu": "splash"}.get(jax.default_backend(), "xla")
+    b, t, h, kvh, d = shapes["train_batch"], shapes["seq"], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    keys = jax.random.split(jax.random.key(0), 4)
+    q = jax.random.normal(keys[0], (b, t, h, d), jnp.bfloat16)
+    k, v = (jax.random.normal(key, (b, t, kvh, d), jnp.bfloat16) for key in keys[1:3])
+    cot = jax.random.normal(keys[3], (b, t, h, d), jnp.float32)
+    lengths = t - jnp.arange(b) * (t // (2 * b))
+    valid = jnp.arange(t)[None] < lengths[:, None]
+    real = valid[..., None, None]
+    blocked = lambda q, k, v: attention.causal_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), valid,
+                                                         cfg.attn_chunk_size)
+    fused = lambda q, k, v: fused_attention.causal_attention(q, k, v, valid, library, lambda: blocked(q, k, v))
+    runs = {}
+    for name, fn in (("blocked", blocked), ("library", fused)):
+        step = jax.jit(jax.value_and_grad(lambda q, k, v, fn=fn: jnp.sum(fn(q, k, v).astype(jnp.float32) * cot * real),
+                                          argnums=(0, 1, 2)))
+        out = jax.jit(lambda q, k, v, fn=fn: fn(q, k, v).astype(jnp.float32) * real)(q, k, v)
+        first, median = _first_and_median(lambda: jax.block_until_ready(step(q, k, v)), shapes["repeats"])
+        runs[name] = (out, step(q, k, v)[1], first, median)
+    rel = lambda x, y: float(jnp.max(jnp.abs(x.astype(jnp.float32) - y.astype(jnp.float32))) /
+                             jnp.max(jnp.abs(y.astype(jnp.float32))))
+    (out_b, grads_b, first_b, ms_b), (out_l, grads_l, first_l, ms_l) = runs["blocked"], runs["library"]
+    return {"library": library, "rows": [b, t], "heads": [h, kvh, d], "lengths": [int(n) for n in lengths],
+            "blocked_ms": ms_b * 1e3, "library_ms": ms_l * 1e3, "compile_s": first_b + first_l - ms_b - ms_l,
+            "max_rel_diff_out": rel(out_l, out_b), "max_rel_diff_grad": max(map(rel, grads_l, grads_b))}
 
 
 def decode_or_error(graphdef, state, cfg, batch: int, shapes: dict) -> dict:
@@ -385,6 +429,13 @@ def report(ours: dict, theirs: dict | None) -> dict:
             continue
         print(f"{head}  ours {d['tokens_per_s']:10,.0f} tok/s, compile {d['compile_s']:.0f} s"
               + _ratio(d, torch_decodes.get(batch)))
+    att = ours.get("attention")
+    if att is None or "error" in att:
+        print(f"attention  {att['error'] if att else 'not measured (the jax part stopped before it)'}")
+    else:
+        print(f"attention [{att['rows'][0]} x {att['rows'][1]}] fwd+bwd  blocked {att['blocked_ms']:.2f} ms, "
+              f"{att['library']} {att['library_ms']:.2f} ms ({att['blocked_ms'] / att['library_ms']:.2f}x); "
+              f"max relative difference out {att['max_rel_diff_out']:.1e}, grads {att['max_rel_diff_grad']:.1e}")
     mem = ours["memory_after_train"]
     print(f"memory ours: peak {_gib(mem.get('peak_bytes_in_use'))} of {_gib(mem.get('bytes_limit'))}"
           + (f"; torch train peak {_gib(theirs['train_peak_bytes'])}" if theirs and "train_peak_bytes" in theirs else ""))

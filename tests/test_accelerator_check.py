@@ -41,6 +41,19 @@ def test_tiny_run_measures_train_and_both_decode_batches(tiny_run):
     assert all(d.get("all_rows_full_length") and d["tokens_per_s"] > 0 for d in ours["decode"]), ours["decode"]
 
 
+def test_tiny_run_compares_the_library_attention_with_the_blocked_path(tiny_run):
+    ours, _, text = tiny_run
+    att = ours["attention"]
+    # On a CPU `attention_impl=auto` stays blocked, so the check runs XLA's reference kernel through
+    # the same library call a GPU sends to cuDNN.
+    assert att["library"] == "xla" and att["blocked_ms"] > 0 and att["library_ms"] > 0
+    assert att["rows"] == [check.TINY_SHAPES["train_batch"], check.TINY_SHAPES["seq"]]
+    assert att["lengths"][0] == att["rows"][1] > att["lengths"][-1]      # right-padded rows of several lengths
+    # bf16 rounds each kernel's output and probabilities once: two correct kernels differ by ~4 * 2^-8.
+    assert att["max_rel_diff_out"] <= 4 * 2 ** -8 and att["max_rel_diff_grad"] <= 4 * 2 ** -8
+    assert f"attention [{att['rows'][0]} x {att['rows'][1]}] fwd+bwd  blocked" in text
+
+
 def test_tiny_run_compares_with_torch_when_it_is_installed(tiny_run):
     _, theirs, text = tiny_run
     if importlib.util.find_spec("torch") is None:
