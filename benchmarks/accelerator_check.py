@@ -5,14 +5,14 @@
 runs three parts (separate processes, so JAX and torch never hold the chip's memory at once):
   jax     train-step tokens/s and MFU (the chip's dense bf16 peak from bench_model's table, else a
           measured bf16 matmul), sampler decode tokens/s at batch 8 and 32 with a 2048-token prompt
-          and 1024 new tokens (greedy, prefill included), compile times, peak device memory;
+          and 1024 new tokens (greedy, prefill included), compile times, peak device memory; then
+          the train step's causal attention alone at the same rows (bf16, fwd+bwd): the chip's fused
+          kernel (cuDNN on a GPU, splash on a TPU; on a CPU XLA's reference kernel through the cuDNN
+          call's library function) against the blocked XLA path, times and largest differences;
           writes the plan (model, shapes) and results to --out.
   torch   the same train step and decode in transformers PyTorch on the same chip, for the plan in
           --plan (random init from the same config: throughput does not depend on the weights);
           a clear "skipped" record when torch (or its CUDA) is missing.
-          Then the train step's causal attention alone at the same rows (bf16, fwd+bwd): the fused
-          kernel (cuDNN on a GPU, splash on a TPU; XLA's reference kernel through the cuDNN call's
-          library function on a CPU) against the blocked XLA path, times and largest differences.
   report  the table and one ACCELERATOR_CHECK {json} line.
 
 The model, step and decode are bench_model.py's: `build_model` + `ShardedTrainer` (CE + AdamW,
@@ -43,8 +43,7 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from hr1_jax import parallel  # noqa: E402
-from hr1_jax.models import ModelConfig, attention, build_model  # noqa: E402
-from hr1_jax.models import fused_attention  # noqa: E402
+from hr1_jax.models import ModelConfig, attention, build_model, fused_attention  # noqa: E402
 from hr1_jax.models.flops import flops_per_token, param_count  # noqa: E402
 from hr1_jax.models.sampler import generate_tokens  # noqa: E402
 from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
@@ -251,7 +250,7 @@ def run_jax(args, save) -> dict:
     gc.collect()
     try:
         result["attention"] = compare_attention(cfg, shapes)
-    except Exception as err:  # noqa: BLE001  (a kernel this chip's cuDNN lacks: the rest stands)
+    except Exception as err:  # noqa: BLE001  (a kernel the chip refuses: the rest stands)
         result["attention"] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
     save(result)
     return result

@@ -115,6 +115,8 @@ def _splash_local(q, k, v, kv_valid):
     kernel = _splash_kernel(length, n // kvh, SPLASH_INTERPRET)
     pad = [(0, 0), (0, length - t), (0, 0), (0, 0)]
     segments = jnp.pad(kv_valid.astype(jnp.int32), [(0, 0), (0, length - t)])
+    # splash does not scale the scores: q is scaled in its own dtype (one more rounding in bf16 than
+    # the blocked path's fp32 scores; exact for power-of-two head dims)
     qh = jnp.pad(q * jnp.asarray(d ** -0.5, q.dtype), pad).reshape(b, length, kvh, n // kvh, d).transpose(0, 2, 3, 1, 4)
     kh, vh = (jnp.pad(x, pad).transpose(0, 2, 1, 3) for x in (k, v))              # [B,KV,L,D]
 

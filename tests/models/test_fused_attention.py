@@ -20,7 +20,7 @@ from hr1_jax.parallel.mesh import make_mesh
 from tests.models.numerics import reorder_tol
 
 
-def test_resolve_picks_cudnn_only_on_a_gpu_with_half_precision_activations():
+def test_resolve_picks_each_backend_its_kernel():
     assert resolve("auto", jnp.float32, "cpu") == "blocked"
     assert resolve("auto", jnp.bfloat16, "tpu") == "blocked"
     assert resolve("auto", jnp.float32, "gpu") == "blocked"   # cuDNN's fused attention takes no fp32
