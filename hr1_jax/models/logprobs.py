@@ -172,7 +172,9 @@ def _fused_ce(hidden, head_weight, targets, weights, chunk_tokens, valid):
 
 def _fused_ce_bwd(chunk_tokens, valid, res, g):
     dh, dw, logp = res
-    return g * dh, g * dw, None, -g * logp
+    # g is the fp32 loss cotangent: scaling by it must keep each gradient in its primal's dtype (a bf16
+    # head's fp32 gradient would turn AdamW's moments fp32 after the first step: a second compile)
+    return (g * dh).astype(dh.dtype), (g * dw).astype(dw.dtype), None, -g * logp
 
 
 _fused_ce.defvjp(_ce_forward, _fused_ce_bwd)

@@ -91,3 +91,23 @@ def test_sampler_in_sampling_layout_matches_single_device():
     out = sampler.generate_ids(prompts, key=jax.random.key(0), max_new_tokens=6, temperature=0)
     np.testing.assert_array_equal(out["tokens"], ref["tokens"])
     np.testing.assert_allclose(out["logprobs"], ref["logprobs"], atol=2e-5)
+
+
+@pytest.mark.parametrize("tie", [False, True], ids=["head", "tied"])
+def test_bf16_step_keeps_its_state_dtypes_and_compiles_once(tie):
+    """bf16 params and activations: the fused CE's gradients stay in their primals' dtypes, so AdamW's
+    moments keep the params' dtypes and the second step reuses the first step's executable."""
+    cfg = QWEN3.replace(dtype="bfloat16", param_dtype="bfloat16", tie_word_embeddings=tie)
+    sec = pconfig.defaults()
+    mesh = parallel.make_mesh(sec, jax.devices()[:1])
+    trainer = ShardedTrainer(build_model(cfg, nnx.Rngs(0)), optax.adamw(1e-3), mesh,
+                             parallel.rules_tuple(sec.train_rules), chunk_size=16)
+    dtypes = lambda: [str(x.dtype) for x in jax.tree.leaves(trainer.state)]
+    before = dtypes()
+    assert "bfloat16" in before
+    batch = _batch(cfg.vocab_size)
+    for _ in range(2):
+        trainer.step(batch)
+    assert dtypes() == before
+    (step,) = trainer._jitted.values()
+    assert step._cache_size() == 1
