@@ -273,16 +273,18 @@ class GRPOTrainer:
             if any(s is not None for s in train) else LENGTH_BUCKET
         pad = self.eng.tokenizer.pad_id
         full = collate(train, length, pad)
-        # Trust-region anchor: the trainer's log-probs before this step's updates.
+        # Trust-region anchor: the trainer's log-probs before this step's updates. Under the mesh, as
+        # the step: a kernel that runs per device (splash attention) sees the mesh there too.
         mb = g.micro_batch
-        old = np.concatenate([np.asarray(self.logp_fn(self.state.params, full["input_ids"][i:i + mb],
-                                                       full["attention_mask"][i:i + mb]))
-                              for i in range(0, len(train), mb)])
-        ref = None
-        if self.ref_params is not None:
-            ref = np.concatenate([np.asarray(self.logp_fn(self.ref_params, full["input_ids"][i:i + mb],
-                                                           full["attention_mask"][i:i + mb]))
-                                  for i in range(0, len(train), mb)])
+
+        def logprobs(params):
+            with jax.set_mesh(self.eng.mesh):
+                return np.concatenate([np.asarray(self.logp_fn(params, full["input_ids"][i:i + mb],
+                                                               full["attention_mask"][i:i + mb]))
+                                       for i in range(0, len(train), mb)])
+
+        old = logprobs(self.state.params)
+        ref = logprobs(self.ref_params) if self.ref_params is not None else None
         index = list(range(len(train)))
 
         def batch_of(idxs):
