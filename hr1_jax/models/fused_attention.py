@@ -23,8 +23,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
-from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
 from jax.sharding import PartitionSpec as P
 
 IMPLEMENTATIONS = ("auto", "blocked", "cudnn", "splash", "xla")
@@ -91,12 +89,21 @@ def library_causal_attention(q, k, v, kv_valid, implementation: str, fallback):
     return jax.lax.cond(right_padded, fused, fallback)
 
 
+def _splash_lib():
+    """The splash kernel's module, imported on first use: a JAX without this experimental kernel still
+    runs every other path."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel
+    return splash_attention_kernel
+
+
 @functools.lru_cache(maxsize=32)
 def _splash_kernel(length: int, group: int, interpret: bool):
     """The splash kernel for one KV head and its `group` query heads over `length` slots (cached:
     building its block masks walks the [length, length] mask on the host). Its block-mask arrays
     are built as constants even when the first call comes while tracing a step: a cached kernel must
     not hold that trace's tracers."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as splash_mask
+    splash = _splash_lib()
     block = next(b for b in _SPLASH_BLOCKS if length % b == 0)
     sizes = splash.BlockSizes(block_q=block, block_kv=block, block_kv_compute=block, block_q_dkv=block,
                               block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block, block_kv_dq=block)
@@ -121,7 +128,7 @@ def _splash_local(q, k, v, kv_valid):
     kh, vh = (jnp.pad(x, pad).transpose(0, 2, 1, 3) for x in (k, v))              # [B,KV,L,D]
 
     def row(qr, kr, vr, seg):
-        ids = splash.SegmentIds(q=seg, kv=seg)
+        ids = _splash_lib().SegmentIds(q=seg, kv=seg)
         return jax.vmap(lambda qg, kg, vg: kernel(qg, kg, vg, segment_ids=ids))(qr, kr, vr)
 
     out = jax.vmap(row)(qh, kh, vh, segments)                                       # [B,KV,G,L,D]

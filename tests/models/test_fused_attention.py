@@ -221,3 +221,14 @@ def test_splash_in_a_sharded_scanned_remat_model_matches_the_blocked_path(interp
     for g_ref, g in zip(ref_grads, grads_splash):
         scale = float(jnp.abs(g_ref).max()) * cfg.hidden_size
         np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), atol=reorder_tol(scale, 20 * int(mask.sum())))
+
+
+def test_the_model_imports_without_the_splash_kernel():
+    """The experimental splash module is imported on first use only: a JAX without it still builds and
+    trains the model on every other path."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import hr1_jax.models.model; "
+            "sys.exit(any('splash_attention' in name for name in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], timeout=300).returncode == 0
