@@ -25,13 +25,15 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from hr1_jax.parallel.config import MESH_AXES
+
 IMPLEMENTATIONS = ("auto", "blocked", "cudnn", "splash", "xla")
 _CUDNN_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 # Tests set this to run the splash kernel in Pallas's interpreter, which works on any backend.
 SPLASH_INTERPRET = False
 _SPLASH_LANES = 128                 # splash's sequence blocks are multiples of the TPU's 128 lanes
 _SPLASH_BLOCKS = (512, 256, 128)    # the largest that divides the padded length is used
-_BATCH_AXES, _HEAD_AXIS = ("data", "fsdp"), "tensor"   # parallel/config.py's mesh axes
+_BATCH_AXES, _HEAD_AXIS = MESH_AXES[:2], MESH_AXES[2]  # rows over data and fsdp, heads over tensor
 
 _log = logging.getLogger(__name__)
 
