@@ -66,6 +66,21 @@ def _bucket(n: int) -> int:
     return -(-n // LENGTH_BUCKET) * LENGTH_BUCKET
 
 
+def update_fns(config, graphdef, rest, tx, shardings, mesh, valid_vocab_size: int):
+    """(step_fn, logp_fn): the jitted GRPO update `step_fn(state, batch) -> (state, metrics)` and the
+    log-prob pass `logp_fn(params, input_ids, attention_mask)` that gives it its old / reference
+    log-probs, both scored under the sampler's policy: its temperature, a softmax over the
+    tokenizer's `valid_vocab_size` ids only."""
+    g = config.train.grpo
+    loss_cfg = LossConfig(eps_clip=g.eps_clip, eps_clip_high=g.eps_clip_high, tis_cap=g.tis_cap,
+                          kl_coef=g.kl_coef, kl_estimator=g.kl_estimator, entropy_coef=g.entropy_coef,
+                          agg_mode=g.agg_mode)
+    lp_kw = dict(chunk_size=config.train.logprob_chunk_size, temperature=g.temperature,
+                 valid_vocab_size=valid_vocab_size)
+    step_fn = jit_step(make_grpo_step(graphdef, rest, tx, loss_cfg, with_entropy=True, **lp_kw), shardings, mesh)
+    return step_fn, logprobs_fn(graphdef, rest, **lp_kw)
+
+
 def collate(samples: list[Sample | None], length: int, pad_id: int) -> dict:
     """Right-padded [B, L] arrays; `None` entries are inert padding rows (zero mask)."""
     b = len(samples)
@@ -138,16 +153,8 @@ class GRPOTrainer:
         self.tx = grpo_optimizer(self.g)
         self.state, sh = self.eng.new_state(self.tx)
         self.ref_params = self.eng.init_params if self.g.kl_coef > 0 else None
-        self.loss_cfg = LossConfig(eps_clip=self.g.eps_clip, eps_clip_high=self.g.eps_clip_high,
-                                   tis_cap=self.g.tis_cap, kl_coef=self.g.kl_coef,
-                                   kl_estimator=self.g.kl_estimator, entropy_coef=self.g.entropy_coef,
-                                   agg_mode=self.g.agg_mode)
-        # Score under the sampler's policy: its temperature, softmax over the tokenizer's ids only.
-        lp_kw = dict(chunk_size=config.train.logprob_chunk_size, temperature=self.g.temperature,
-                     valid_vocab_size=tok.vocab_size)
-        self.step_fn = jit_step(make_grpo_step(self.eng.graphdef, self.eng.rest, self.tx, self.loss_cfg,
-                                               with_entropy=True, **lp_kw), sh, self.eng.mesh)
-        self.logp_fn = logprobs_fn(self.eng.graphdef, self.eng.rest, **lp_kw)
+        self.step_fn, self.logp_fn = update_fns(config, self.eng.graphdef, self.eng.rest, self.tx, sh,
+                                                self.eng.mesh, tok.vocab_size)
         self.ckpt = Checkpointer(os.path.join(workdir, "checkpoints"),
                                  max_to_keep=config.train.checkpoint.max_to_keep,
                                  async_save=config.train.checkpoint.async_save)
