@@ -10,6 +10,7 @@ exit 2; `--debug` or HR1_DEBUG=1 shows the traceback instead.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -46,7 +47,7 @@ class Stage:
 # what the rollout workers and the paired-rerun reward read (with every benchmark's section)
 ROLLOUT = ("target", "rollout", "runtime", "patch_protocol") + benchmark_names()
 TASKS = ("seed", "benchmark", "split", "tasks")
-ENGINEER = ("seed", "model", "mesh", "train")
+ENGINEER = ("seed", "model", "mesh", "train", "compile_cache")
 
 STAGES: dict[str, Stage] = {
     "patch": Stage("hr1_jax.patch.cli", "main", "validate patch files or raw engineer responses",
@@ -160,6 +161,7 @@ def _parse_config_flags(name: str, stage: Stage, argv: list[str]):
 
 
 def _run_config_stage(name: str, stage: Stage, fn, argv: list[str]) -> int:
+    from hr1_jax.utils.compile_cache import stage_cache
     from hr1_jax.utils.logging import log_event
 
     config, workdir, path = _parse_config_flags(name, stage, snake_case_flags(argv))
@@ -168,8 +170,10 @@ def _run_config_stage(name: str, stage: Stage, fn, argv: list[str]) -> int:
         getattr(importlib.import_module(stage.module), stage.preflight)(config, workdir)
     with open(os.path.join(workdir, f"config.{name}.json"), "w") as f:
         f.write(config.to_json_best_effort(indent=2))
-    log_event(name, "start", workdir=workdir, config=path)
-    rc = int(fn(config, workdir) or 0)
+    compiles = "compile_cache" in stage.sections
+    with stage_cache(config.compile_cache, workdir) if compiles else contextlib.nullcontext() as cache:
+        log_event(name, "start", workdir=workdir, config=path, compile_cache=cache)
+        rc = int(fn(config, workdir) or 0)
     log_event(name, "end", rc=rc)
     return rc
 

@@ -27,6 +27,7 @@ SECTIONS: dict[str, str] = {
     "mesh": "hr1_jax.parallel.config",
     "train": "hr1_jax.train.config",
     "eval": "hr1_jax.eval.config",
+    "compile_cache": "hr1_jax.utils.compile_cache",
 }
 
 BENCHMARKS = names()

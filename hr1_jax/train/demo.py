@@ -37,6 +37,8 @@ from hr1_jax.utils.progress import progress
 from hr1_jax.train.demo_eval import METHODS, NOTES, _ci, format_table
 
 PARTS = ("train", "val", "heldout")   # GRPO/SFT rows, GRPO's validation rows, the table's rows
+# config sections that cannot change a run's results: a rerun may change them
+RESULT_NEUTRAL = ("compile_cache",)
 
 
 def check_workdir_config(config, workdir: str) -> dict:
@@ -56,7 +58,8 @@ def _check_same_config(workdir: str, given: dict) -> None:
         return
     with open(path) as f:
         recorded = json.load(f)
-    keys = _differing_keys(recorded, given)   # sorted: the walk visits keys in order
+    neutral = lambda cfg: {k: v for k, v in cfg.items() if k not in RESULT_NEUTRAL}
+    keys = _differing_keys(neutral(recorded), neutral(given))   # sorted: the walk visits keys in order
     if keys:
         shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
         raise InputError(f"{workdir} holds a demo run with another config (differs in: {shown}); "
