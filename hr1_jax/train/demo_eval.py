@@ -133,8 +133,8 @@ class Outcomes:
         base = self.reward("no_patch")
         patched = self.reward(method)
         passes = _mean_by_key([{task_key(p): float(p.patched_reward >= self.tau) for p in r.pairs} for r in runs])
-        return {"mean_delta_reward": float(np.mean([patched[k] - base[k] for k in patched])) if patched else 0.0,
-                "delta_pass_rate": float(np.mean([passes[k] - float(base[k] >= self.tau) for k in passes]))
+        return {"mean_delta_reward": float(np.mean([patched[k] - base[k] for k in sorted(patched)])) if patched else 0.0,
+                "delta_pass_rate": float(np.mean([passes[k] - float(base[k] >= self.tau) for k in sorted(passes)]))
                 if passes else 0.0,
                 "valid_rate": float(np.mean([sum(p.valid for p in r.patches) / max(1, self.n_rows) for r in runs])),
                 "n_batches": self.n_rows - max(r.n_eval_failed for r in runs)}
@@ -149,8 +149,10 @@ class Outcomes:
 
 
 def _mean_by_key(maps: list[dict]) -> dict:
+    """{key: mean over the maps holding it}, keys sorted: a set's order changes from process to
+    process (string hashes), and the table's float sums must not."""
     keys = set().union(*maps) if maps else set()
-    return {k: float(np.mean([m[k] for m in maps if k in m])) for k in keys}
+    return {k: float(np.mean([m[k] for m in maps if k in m])) for k in sorted(keys)}
 
 
 def evaluate(config, workdir: str, ctx, *, given_config: dict, trained_steps: dict) -> dict:
