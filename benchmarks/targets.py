@@ -20,27 +20,44 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def decimals(value: float, bound: float, start: int, *, at_least: bool = True, scale: float = 1.0) -> int:
+    """Decimals (from `start`, of value * scale) enough for the printed value to sit on the same side
+    of the bound as the value: 1.7996 against 1.8 prints as 1.7996, not as a failing "1.80"."""
+    holds = (lambda v: v >= bound * scale) if at_least else (lambda v: v <= bound * scale)
+    d = start
+    while d < start + 4 and holds(round(value * scale, d)) != holds(value * scale):
+        d += 1
+    return d
+
+
+def ratio_text(value: float, bound: float, *, at_least: bool = True) -> str:
+    return f"{value:.{decimals(value, bound, 2, at_least=at_least)}f}"
+
+
 def _at_least(label: str, value: float | None, bound: float, shown, bound_text: str) -> str:
-    """"label: value >= bound: PASS|FAIL", or "not measured" where the run has no value."""
+    """"label: value >= bound: PASS|FAIL", or "not measured" where the run has no value;
+    `shown(value, bound)` prints the value."""
     if value is None:
         return f"{label}: n/a >= {bound_text}: not measured"
-    return f"{label}: {shown(value)} >= {bound_text}: {verdict(value >= bound)}"
+    return f"{label}: {shown(value, bound)} >= {bound_text}: {verdict(value >= bound)}"
 
 
 def model_lines(rows: list[dict]) -> list[str]:
     """`bench_model.py`'s verdicts from its result rows (one per config): a target whose config or
     point this run did not measure (--configs, --skip-train, --decode, --no-torch) is said to be so."""
     by_name = {r["config"]: r for r in rows}
-    ratio_x = lambda v: f"{v:.2f}x"  # noqa: E731
+    ratio_x = lambda v, bound: f"{ratio_text(v, bound)}x"  # noqa: E731
     lines = [_at_least(f"train ours/torch at {name}", by_name.get(name, {}).get("train_ratio"), TRAIN_RATIO,
                        ratio_x, f"{TRAIN_RATIO:.1f}") for name in TRAIN_CONFIGS]
     lines.append(_at_least(f"train at {PEAK_CONFIG}, share of the run's matmul peak",
                            by_name.get(PEAK_CONFIG, {}).get("ours_train_peak_frac"), TRAIN_PEAK_SHARE,
-                           lambda v: f"{v:.0%}", f"{TRAIN_PEAK_SHARE:.0%}"))
+                           lambda v, bound: f"{v:.{decimals(v, bound, 0, scale=100)}%}",
+                           f"{TRAIN_PEAK_SHARE:.0%}"))
     points = [(r["config"], d) for r in rows for d in r.get("decode", [])]
     if points:
         name, worst = max(points, key=lambda p: p[1]["top_p_over_greedy"])
-        lines.append(f"top-p / greedy time, worst of {len(points)} points: {worst['top_p_over_greedy']:.2f} "
+        worst_text = ratio_text(worst["top_p_over_greedy"], TOP_P_OVER_GREEDY, at_least=False)
+        lines.append(f"top-p / greedy time, worst of {len(points)} points: {worst_text} "
                      f"({name} {worst['batch']} x {worst['new_tokens']}) <= {TOP_P_OVER_GREEDY}: "
                      f"{verdict(worst['top_p_over_greedy'] <= TOP_P_OVER_GREEDY)}")
     else:
@@ -59,4 +76,5 @@ def rerun_line(balanced: float | None, median: float) -> str:
     """`bench_reward.py`'s verdict for 2 workers over 1: on the position-balanced speedup where both
     orders of the cold groups ran (the figure its docstring says to read), else on the median."""
     value, which = (balanced, "position-balanced") if balanced is not None else (median, "median")
-    return f"2 workers over 1, {which}: {value:.2f}x >= {RERUN_SPEEDUP}x: {verdict(value >= RERUN_SPEEDUP)}"
+    return (f"2 workers over 1, {which}: {ratio_text(value, RERUN_SPEEDUP)}x >= {RERUN_SPEEDUP}x: "
+            f"{verdict(value >= RERUN_SPEEDUP)}")

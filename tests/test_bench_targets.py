@@ -59,3 +59,19 @@ def test_rerun_line_reads_the_balanced_speedup_where_both_orders_ran():
     assert rerun_line(1.83, 1.69) == "2 workers over 1, position-balanced: 1.83x >= 1.8x: PASS"
     assert rerun_line(1.75, 1.85).endswith("1.75x >= 1.8x: FAIL")    # a high median does not pass it
     assert rerun_line(None, 1.79) == "2 workers over 1, median: 1.79x >= 1.8x: FAIL"
+
+
+def test_a_value_just_off_the_line_is_printed_on_its_own_side():
+    """Two decimals would print 1.7996 as "1.80x >= 1.8x: FAIL": the printed figure gets the digits
+    that show why the verdict is what it is, and keeps two where they already do."""
+    assert rerun_line(1.7996, 1.9).endswith("1.7996x >= 1.8x: FAIL")
+    assert rerun_line(1.8004, 1.9).endswith("1.80x >= 1.8x: PASS")
+    rows = [{"config": "20m", "train_ratio": 0.9996, "ours_train_peak_frac": 0.49996,
+             "decode": [_decode(16, 512, 1.5004, 2.9999)]},
+            {"config": "demo", "train_ratio": 1.0004, "decode": [_decode(16, 512, 1.4996, 3.2)]}]
+    lines = model_lines(rows)
+    assert _line(lines, "train ours/torch at 20m").endswith("0.9996x >= 1.0: FAIL")
+    assert _line(lines, "train ours/torch at demo").endswith("1.00x >= 1.0: PASS")
+    assert _line(lines, "train at 20m, share").endswith("49.996% >= 50%: FAIL")
+    assert _line(lines, "top-p / greedy").endswith("1.5004 (20m 16 x 512) <= 1.5: FAIL")
+    assert _line(lines, "decode ours/HF at 16 x 512, 20m").endswith("2.9999x >= 3x: FAIL")
