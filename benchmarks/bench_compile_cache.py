@@ -117,7 +117,8 @@ def main() -> None:
     from machine_state import CpuWindow, format_share, load_text
 
     print(f"config {os.path.relpath(args.config, REPO)}; lengths {lengths}; {args.repeats} rounds of fresh "
-          f"processes (off, warm); compiles of >= {args.min_compile_seconds} s cached; cpu cores {os.cpu_count()}; load {load_text()}", flush=True)
+          f"processes (off, warm); compiles of >= {args.min_compile_seconds} s cached; "
+          f"cpu cores {os.cpu_count()}; load {load_text()}", flush=True)
     with tempfile.TemporaryDirectory() as cache:
         run_child(args, cache)   # fills the cache (unmeasured)
         window = CpuWindow()

@@ -1,6 +1,7 @@
 """`benchmarks/bench_compile_cache.py` end to end on the demo config, one round at one length, every
 compile cached: the warm process loads the log-prob pass and the update from the cache the first
-process filled, the one without a cache loads nothing, and the table and JSON line carry every (length, part). No timing is asserted."""
+process filled, the one without a cache loads nothing, and the table and JSON line carry every
+(length, part). No timing is asserted."""
 import json
 import os
 import subprocess

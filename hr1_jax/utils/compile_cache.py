@@ -1,8 +1,8 @@
 """Config section `compile_cache`: JAX's persistent compilation cache for the stages that compile.
 
 Every GRPO seed of `hr1 demo` builds its own trainer, so each jits its step anew, and each new
-length bucket compiles the step and the log-prob pass again: on CPU ~4-6 s per compile, twice per
-seed. A 9B step on a TPU pod compiles for minutes, and a preempted job recompiles everything when it
+length bucket compiles the step and the log-prob pass again: seconds each on a CPU, for every seed.
+A 9B step on a TPU pod compiles for minutes, and a preempted job recompiles everything when it
 resumes. With the cache, an executable XLA already built for the same program (same HLO, compile
 options, jax/jaxlib and devices) is loaded from disk instead: a later seed, stage or restart pays
 tracing and loading only. Executables are identical, so results are too.
