@@ -2,10 +2,10 @@
 
 Every GRPO seed of `hr1 demo` builds its own trainer, so each jits its step anew, and each new
 length bucket compiles the step and the log-prob pass again: seconds each on a CPU, for every seed.
-A 9B step on a TPU pod compiles for minutes, and a preempted job recompiles everything when it
-resumes. With the cache, an executable XLA already built for the same program (same HLO, compile
-options, jax/jaxlib and devices) is loaded from disk instead: a later seed, stage or restart pays
-tracing and loading only. Executables are identical, so results are too.
+A large model's step can take minutes to compile on a pod, and a preempted job compiles it all
+again when it resumes. With the cache, an executable XLA already built for the same program (same
+HLO, compile options, jax/jaxlib and devices) is loaded from disk instead: a later seed, stage or
+restart pays tracing and loading only. Executables are identical, so results are too.
 
 Keys:
   * `dir`: "auto" (default) = `$JAX_COMPILATION_CACHE_DIR` where set, else `<workdir>/xla_cache`;
