@@ -12,7 +12,7 @@ import ml_collections
 import pytest
 
 from hr1_jax.config import ConfigError, base_config, validate_config
-from hr1_jax.utils.compile_cache import defaults, resolve_dir, validate
+from hr1_jax.utils.compile_cache import defaults, resolve_dir, stage_cache, validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,3 +122,14 @@ def test_hr1_stages_run_inside_the_cache(tmp_path):
     assert stage_sees("sft", f"--workdir={tmp_path}/sft") == dict(inside=f"{tmp_path}/sft/xla_cache", after=None)
     assert stage_sees("rollout", f"--workdir={tmp_path}/r") == dict(inside=None, after=None)
     assert stage_sees("sft", f"--workdir={tmp_path}/sft", "--config.compile_cache.dir=")["inside"] is None
+
+
+def test_a_folder_that_cannot_be_made_is_a_config_error(tmp_path):
+    """JAX itself would only warn at every compile; the stage stops first, naming the key."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    c = defaults()
+    c.dir = str(blocker / "cache")
+    with pytest.raises(ConfigError, match="compile_cache.dir: cannot create the cache folder"):
+        with stage_cache(c, str(tmp_path)):
+            pass

@@ -29,7 +29,7 @@ from typing import Iterator
 
 import ml_collections
 
-from hr1_jax.utils.config_errors import require
+from hr1_jax.utils.config_errors import ConfigError, require
 
 AUTO = "auto"
 DEFAULT_SUBDIR = "xla_cache"
@@ -64,6 +64,11 @@ def stage_cache(c, workdir: str) -> Iterator[str | None]:
 
     before = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
     path = resolve_dir(c, workdir, before[0])
+    if path and "://" not in path:   # JAX would only warn at every compile: say it once, up front
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise ConfigError("compile_cache.dir", f"cannot create the cache folder {path!r}: {e.strerror}") from e
 
     def apply(folder, min_seconds):
         cc.reset_cache()   # JAX opens its cache once per process: make it open the new folder
