@@ -34,11 +34,30 @@ from hr1_jax.utils.compile_cache import defaults  # noqa: E402
 
 
 def child(config_path: str, lengths: list[int], cache_dir: str, min_compile_seconds: float) -> dict:
-    """In this (fresh) process: seconds to the first log-prob pass and the first update per length."""
+    """In this (fresh) process, under the cache as a stage runs it (`stage_cache`; "" = off): seconds
+    to the first log-prob pass and the first update per length, and the cache hits."""
+    from jax import monitoring
+
+    from hr1_jax.utils.compile_cache import stage_cache
+    from hr1_jax.utils.host_env import configure_jax
+
+    configure_jax()
+    hits = []
+    monitoring.register_event_listener(
+        lambda name, **kw: hits.append(name) if name == "/jax/compilation_cache/cache_hits" else None)
+    section = defaults()
+    section.dir, section.min_compile_seconds = cache_dir, min_compile_seconds
+    with stage_cache(section, workdir=cache_dir or "."):
+        out = first_calls(config_path, lengths)
+    return {"lengths": out, "cache_hits": len(hits)}
+
+
+def first_calls(config_path: str, lengths: list[int]) -> dict:
+    """{length: seconds to the first log-prob pass and the first update} of a GRPO update built as
+    `GRPOTrainer` builds it."""
     import jax
     import numpy as np
     from flax import nnx
-    from jax import monitoring
 
     from hr1_jax.config_files import load_config
     from hr1_jax.models import ModelConfig, build_model
@@ -47,15 +66,7 @@ def child(config_path: str, lengths: list[int], cache_dir: str, min_compile_seco
     from hr1_jax.train.grpo_step import grpo_optimizer
     from hr1_jax.train.state import init_state, split_model, state_sharding
     from hr1_jax.train.step import to_global
-    from hr1_jax.utils.host_env import configure_jax
 
-    configure_jax()
-    hits = []
-    monitoring.register_event_listener(
-        lambda name, **kw: hits.append(name) if name == "/jax/compilation_cache/cache_hits" else None)
-    if cache_dir:
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_seconds)
     config = load_config(config_path, None)
     g = config.train.grpo
     mesh = make_mesh(config.mesh)
@@ -85,7 +96,7 @@ def child(config_path: str, lengths: list[int], cache_dir: str, min_compile_seco
             state, metrics = step_fn(state, to_global(batch, mesh))
         jax.block_until_ready(metrics)
         out[str(length)] = {"logprobs_s": t1 - t0, "update_s": time.perf_counter() - t1}
-    return {"lengths": out, "cache_hits": len(hits)}
+    return out
 
 
 def run_child(args, cache_dir: str) -> dict:
