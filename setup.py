@@ -35,7 +35,8 @@ EXTRAS = {
     # CPU wheel instead of a multi-GB CUDA build. pyflakes lints the teacher's hook programs as code.
     "test": ["pytest>=8", "torch==2.13.0", "pyflakes>=3", "ray==2.60.0"],
     # The real ALFWorld/TextWorld engine (compiles fast-downward from source, ~5 min on 2 cores).
-    "alfworld": ["alfworld==0.4.2"],
+    # textworld pinned: envs/alfworld/engine_memo.py memoises parts of its engine that it was checked against.
+    "alfworld": ["alfworld==0.4.2", "textworld[pddl]==1.7.0"],
     # Evaluation reports: plots embedded in report.html.
     "eval": ["matplotlib"],
     # rollout.backend=ray: rerun workers as Ray actors, on machines beside the training hosts

@@ -13,12 +13,12 @@ The engine is imported lazily so the task lists, prompts and ctx code work witho
 """
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 from pathlib import Path
 
 from envs.alfworld import actions as A
+from envs.alfworld import engine_memo
 from envs.alfworld import tasks as T
 from envs.alfworld.world import Tracker
 from envs.base import Action, Environment, StepResult, Task
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 COMPLETED, TASK_LIMIT, INVALID = "COMPLETED", "TASK_LIMIT_REACHED", "AGENT_INVALID_ACTION"
 TOOL_NAME = "take_action"
 LOW_STEPS = 5                     # predicates.remaining_steps_low threshold (reference)
-TRANSLATION_CACHE = 64            # memoised PDDL translations: 2 per game (plain + optimised)
 
 SYSTEM_PROMPT = """You are an agent acting in a simulated household. You get one household task and carry it out step by step, one action per turn, by calling the `take_action` tool.
 
@@ -40,31 +39,6 @@ How it works:
 5. The episode ends as soon as the task is done, or after {max_steps} actions."""
 
 TIPS_HEADER = "Some tips that may help for this task:"
-
-
-def _install_translation_cache() -> None:
-    """Memoise fast-downward's PDDL->SAS translation, a pure function of (domain, problem, flags).
-
-    TextWorld grounds every game twice per reset (`load` then `reset` each build a PddlState, each
-    translating twice), and reruns of the same task (baseline, patched) ground it again. The
-    translation is ~90% of a reset; with the memo a reset translates each game once, and a rerun of a
-    recently played game skips translation. The cached task objects are only read by TextWorld.
-    """
-    import fast_downward
-    if getattr(fast_downward.pddl2sas, "_hr1_cached", False):
-        return
-    original = fast_downward.pddl2sas
-
-    @functools.lru_cache(maxsize=TRANSLATION_CACHE)
-    def cached(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
-        return original(domain, problem, verbose=verbose, optimize=optimize)
-
-    def pddl2sas(domain, problem, verbose=False, optimize=False):
-        return cached(domain, problem, bool(verbose), bool(optimize))
-
-    pddl2sas._hr1_cached = True
-    pddl2sas.cache_info = cached.cache_info
-    fast_downward.pddl2sas = pddl2sas
 
 
 def game_root(data_dir: str = "") -> Path:
@@ -129,7 +103,7 @@ class ALFWorldEnv(Environment):
 
     # --- episode -------------------------------------------------------------------------------
     def _open_game(self, path: Path):
-        _install_translation_cache()
+        engine_memo.install()
         import textworld
         import textworld.gym
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos

@@ -1,0 +1,103 @@
+"""The TextWorld memos (envs/alfworld/engine_memo.py) change how fast the engine talks, never what it says."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("alfworld")
+pytest.importorskip("textworld")
+
+from envs.alfworld import engine_memo  # noqa: E402
+
+pytestmark = pytest.mark.alfworld
+REPO = Path(__file__).resolve().parents[2]
+
+# Plays 3 tasks twice each (first play parses and translates, the second replays from the memos), the
+# second time under a shipped Harness-R1 patch (hooks read every observation), and prints every
+# episode's trajectory, final state and counts as JSON, with what the memos did in this process.
+EPISODES = r"""
+import json, sys
+import ml_collections
+from envs.alfworld import engine_memo
+from envs.alfworld.config import defaults
+from envs.alfworld.env import ALFWorldEnv
+from envs.alfworld.scripted import ScriptedAgent
+from envs.alfworld.tasks import balanced_sample
+from hr1_jax.patch import compile_patch
+from hr1_jax.runtime import run_episode
+patch = compile_patch(json.load(open(sys.argv[1])), "alfworld")
+env = ALFWorldEnv(defaults())
+tasks = balanced_sample(env.tasks("harness_r1_test"), 3)
+agent = ml_collections.ConfigDict({"skill": 0.6, "hint_follow_prob": 0.7})
+out = [run_episode(env, ScriptedAgent(t, 0, agent), t, p, seed=0).to_dict()
+       for p in (None, patch) for t in tasks]
+import textworld.envs.pddl.textgen as textgen
+memo = isinstance(textgen._PARSER, engine_memo.MemoParser)
+print(json.dumps({"episodes": [{k: e[k] for k in ("trajectory", "actions", "final", "counts", "reward", "status")} for e in out],
+                  "memo": memo, "hits": textgen._PARSER.cache_info().hits if memo else 0,
+                  "shallow": engine_memo.shallow_contexts()}, sort_keys=True, default=str))
+"""
+
+
+def _play(memo: bool) -> dict:
+    patch = next((REPO / "hr1_jax/patch/reference_patches/examples/heldout_generalization").glob("*/seed*/alfworld.json"))
+    env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1" if memo else "0", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", EPISODES, str(patch)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_episodes_are_the_same_with_and_without_the_memos():
+    plain, memo = _play(memo=False), _play(memo=True)
+    assert not plain["memo"] and memo["memo"] and memo["hits"] > 0 and memo["shallow"]
+    assert any(e["counts"].get("hook_calls") for e in memo["episodes"])   # the patch's hooks ran
+    assert len(memo["episodes"]) == 6
+    for a, b in zip(plain["episodes"], memo["episodes"]):
+        assert a == b
+
+
+@pytest.mark.parametrize("expression,pure", [
+    ("o.name", True), ("r.indefinite", True), ("o.indefinite + ' ' + o.name ", True), ("r.name or r.id", True),
+    ("r", True), ("setattr(o, 'name', 'x')", False), ("o.names.append(1)", False), ("(x := o)", False),
+    ("o.name[0]", False), ("[o for o in r]", False), ("lambda: o", False), ("o.name =", False)])
+def test_pure_read(expression, pure):
+    assert engine_memo.pure_read(expression) is pure
+
+
+def test_a_grammar_expression_that_writes_turns_contexts_back_to_deep_copies(monkeypatch):
+    engine_memo.install()
+    import textworld.envs.pddl.textgen as textgen
+    monkeypatch.setattr(engine_memo, "_shallow_contexts", True)
+
+    class Entity:
+        name = "apple"
+
+    entity = Entity()
+    context = {"state": None, "facts": [], "variables": {"o": entity}, "mapping": {}, "entity_infos": {}}
+    reads = textgen.ContextSensitiveGrammar.parse(json.dumps({"r": [{"rhs": "the {o.name}"}]}))
+    assert reads.derive("take #r#", context) == "take the apple"
+    assert engine_memo.shallow_contexts()
+    writes = textgen.ContextSensitiveGrammar.parse(
+        json.dumps({"r": [{"rhs": "the {setattr(o, 'name', 'pear') or o.name}"}]}))
+    assert not engine_memo.shallow_contexts()      # switched when the rule was parsed, before any derivation
+    assert writes.derive("take #r#", context) == "take the pear"
+    assert entity.name == "apple"                  # the write reached a deep copy, not the game's entity
+
+
+def test_context_copies_share_the_entities_but_not_the_dicts_a_derivation_extends():
+    engine_memo.install()
+    import textworld.envs.pddl.textgen as textgen
+    entity, placeholder = object(), object()
+    context = {"state": object(), "facts": [], "variables": {"o": entity}, "mapping": {placeholder: entity},
+               "entity_infos": {}}
+    copy = textgen.copy_context(context)
+    assert copy.keys() == context.keys() and engine_memo.shallow_contexts()
+    assert copy["variables"] == context["variables"] and copy["variables"]["o"] is entity
+    assert copy["mapping"] == context["mapping"]
+    copy["variables"]["r"] = copy["mapping"]["r"] = "new"   # what `textgen.query` does to its copy
+    assert "r" not in context["variables"] and "r" not in context["mapping"]
+    assert copy["state"] is context["state"] and copy["facts"] is context["facts"]
