@@ -1,18 +1,28 @@
 """ALFWorld episode throughput with the scripted target (real TextWorld engine).
 
     .venv/bin/python benchmarks/bench_envs_alfworld.py [--tasks 8] [--split harness_r1_test]
-        [--skill 0.6] [--seed 0] [--reference-patches]
+        [--skill 0.6] [--seed 0] [--reference-patches] [--compare [--rounds 3]]
 
 Prints the median reset time, step time, episode time and steps per episode, and episodes/s
 (one process). With --reference-patches it also runs every shipped reference ALFWorld patch on
 the same tasks and prints, per patch, success next to the unpatched baseline and the hook
 exception rate (errors + time-outs over hook calls).
+
+With --compare it times the engine memos (envs/alfworld/engine_memo.py) against the engine with
+the PDDL translation memo alone (`HR1_ALFWORLD_ENGINE_MEMO=0`, the code before the parse and context
+memos): each round starts one fresh process per engine, in alternating order, and each process plays
+the batch twice: the first play of every game (translation and parses included, as in a fresh
+rollout worker) and a replay (as a rerun of the same tasks). It prints the medians over rounds, the
+median of the rounds' ratios, whether every process played the very same episodes, and the load.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +38,7 @@ from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
 from envs.alfworld.scripted import ScriptedAgent  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
+from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
 PATCH_DIR = REPO / "hr1_jax" / "patch" / "reference_patches" / "examples" / "heldout_generalization"
 
@@ -66,7 +77,64 @@ def reference_patches(patch_dir: Path) -> list[Path]:
     return sorted(patch_dir.glob("*/seed*/alfworld.json"))
 
 
+def _episodes_sha(results) -> str:
+    return hashlib.sha256(json.dumps([[r.trajectory, r.actions, r.final, r.reward, r.status] for r in results],
+                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def child(env, tasks, agent_cfg, seed) -> dict:
+    """One engine process of --compare: the batch's first play, then its replay."""
+    t0 = time.perf_counter()
+    first = run_batch(env, tasks, agent_cfg, seed)
+    first_s = time.perf_counter() - t0
+    env.reset_s.clear()
+    env.step_s.clear()
+    t0 = time.perf_counter()
+    replay = run_batch(env, tasks, agent_cfg, seed)
+    replay_s = time.perf_counter() - t0
+    return {"first_s": first_s, "replay_s": replay_s, "reset_ms": 1e3 * statistics.median(env.reset_s),
+            "step_ms": 1e3 * statistics.median(env.step_s), "steps": len(env.step_s),
+            "sha": [_episodes_sha(first), _episodes_sha(replay)]}
+
+
+ENGINES = {"translation memo only": "0", "engine memos": "1"}   # name: HR1_ALFWORLD_ENGINE_MEMO
+
+
+def compare(args, argv) -> int:
+    print(f"alfworld engine memos vs translation memo only: {args.tasks} tasks of {args.split}, seed {args.seed}, "
+          f"{args.rounds} rounds of fresh processes (alternating order); load {load_text()}")
+    window = CpuWindow()
+    runs = {name: [] for name in ENGINES}
+    for rnd in range(args.rounds):
+        for name in (list(ENGINES) if rnd % 2 == 0 else list(ENGINES)[::-1]):
+            env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO=ENGINES[name])
+            proc = subprocess.run([sys.executable, __file__, *argv, "--child"], env=env, capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in ("first_s", "replay_s", "reset_ms", "step_ms")}
+           for name, rs in runs.items()}
+    base, memo = runs["translation memo only"], runs["engine memos"]
+    ratio = {k: statistics.median(b[k] / m[k] for b, m in zip(base, memo))
+             for k in ("first_s", "replay_s", "reset_ms", "step_ms")}
+    print("\n| engine | first play s | replay s | reset ms (replay) | step ms (replay) |")
+    print("|---|--:|--:|--:|--:|")
+    for name, m in med.items():
+        print(f"| {name} | {m['first_s']:.2f} | {m['replay_s']:.2f} | {m['reset_ms']:.1f} | {m['step_ms']:.1f} |")
+    print(f"| speedup (median of the rounds' ratios) | {ratio['first_s']:.2f}x | {ratio['replay_s']:.2f}x | "
+          f"{ratio['reset_ms']:.2f}x | {ratio['step_ms']:.2f}x |")
+    shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
+    same = len(shas) == 1
+    print(f"\nsame episodes in every process and play: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
+          f"{runs['engine memos'][0]['steps']} steps a play; load after {load_text()}, steal {window.steal_text()}")
+    print("BENCH_ALFWORLD_MEMO " + json.dumps({"medians": med, "ratios": ratio, "same_episodes": same}))
+    return 0 if same else 1
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--split", default="harness_r1_test")
@@ -75,13 +143,21 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference-patches", action="store_true")
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR)
+    ap.add_argument("--compare", action="store_true", help="engine memos vs translation memo only")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.compare and not args.child:
+        return compare(args, argv)
 
     unpack.unpack()
     env = TimedEnv(defaults())
     all_tasks = env.tasks(args.split)
     tasks = balanced_sample(all_tasks, args.tasks)
     agent_cfg = ml_collections.ConfigDict({"skill": args.skill, "hint_follow_prob": args.hint_follow_prob})
+    if args.child:
+        print(json.dumps(child(env, tasks, agent_cfg, args.seed)))
+        return 0
     print(f"alfworld split={args.split} ({len(all_tasks)} available tasks; harness_r1_test = 432 of 500), "
           f"{len(tasks)} tasks, skill={args.skill}, hint_follow_prob={args.hint_follow_prob}")
 
