@@ -1,13 +1,17 @@
-"""Work the TextWorld engine repeats in every ALFWorld reset and step, done once per process.
+"""Work the TextWorld engine repeats in every ALFWorld reset and step, done once per process (or machine).
 
 `install()` (idempotent, called before a game opens) memoises three things. None of them changes
 what the engine says: tests/envs/test_alfworld_engine_memo.py plays the same episodes with and
 without them and compares every observation, admissible list and reward.
 
-* **PDDL -> SAS translation** (`fast_downward.pddl2sas`, a pure function of domain, problem and
-  flags, returning text): TextWorld grounds every game four times per reset; with the memo a game
-  is translated once per process, and a rerun of a recently played game (baseline, then patched)
-  not at all.
+* **PDDL -> SAS translation** (`fast_downward.pddl2sas`: the parsed task and its SAS text, a pure
+  function of domain, problem and flags, the same in every process and hash seed): TextWorld grounds every game
+  four times per reset; with the memo a game is translated once per process, and a rerun of a
+  recently played game (baseline, then patched) not at all. The SAS text, ~90% of a first reset, is
+  also kept on disk (`translations_dir`: `<game root>/sas_cache`, or `$HR1_ALFWORLD_SAS_CACHE`; ""
+  turns it off), one checksummed file per translation written atomically, so a game translated by
+  one process (a rollout worker, an earlier run) is only parsed by the next; a folder that cannot
+  be written leaves the memo in-process.
 * **Grammar parses.** TextWorld parses its text templates with TatSu at every use: each step derives
   every admissible action's command template and the feedback text from the game's grammar, and
   parses every rule condition it checks. Each parser's output (a TatSu model, which the engine only
@@ -22,15 +26,25 @@ without them and compares every observation, admissible list and reward.
   when its derivation starts, so the switch always comes before such an expression is evaluated.
 
 `benchmarks/bench_envs_alfworld.py --compare` times episodes with the memos against the engine with
-the translation memo alone, in alternating processes. `HR1_ALFWORLD_ENGINE_MEMO=0` leaves the
-parses and contexts to the engine (the comparison's baseline, or a check when debugging it).
+the in-process translation memo alone, in fresh processes. `HR1_ALFWORLD_ENGINE_MEMO=0` leaves the
+parses, contexts and the translation folder to the engine (the comparison's baseline, or a check
+when debugging it).
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import hashlib
+import io
+import json
 import logging
 import os
+import sys
+import tempfile
+import zlib
+from importlib import metadata
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +56,31 @@ _PURE = (ast.Expression, ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.Bi
 
 _installed = False
 _shallow_contexts = True
+translations = {"translated": 0, "from_disk": 0}   # this process's PDDL translations, by where they came from
 
 
-def install() -> None:
-    """Install the memos (once per process); see the module docstring."""
+def install(translations_dir: str | Path | None = None) -> None:
+    """Install the memos (once per process; the first call's folder counts); see the module docstring."""
     global _installed
     if _installed:
         return
-    _install_translation_memo()
-    if os.environ.get("HR1_ALFWORLD_ENGINE_MEMO", "1") != "0":
+    on = os.environ.get("HR1_ALFWORLD_ENGINE_MEMO", "1") != "0"
+    folder = os.environ.get("HR1_ALFWORLD_SAS_CACHE", str(translations_dir or ""))
+    _install_translation_memo(_writable(folder) if on and folder else None)
+    if on:
         _install_parse_memos()
     _installed = True
+
+
+def _writable(folder: str) -> Path | None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return Path(folder)
+    except OSError:
+        pass
+    log.warning("ALFWorld translation cache %s cannot be written; translations stay in this process", folder)
+    return None
 
 
 def pure_read(expression: str) -> bool:
@@ -69,19 +97,78 @@ def shallow_contexts() -> bool:
     return _shallow_contexts
 
 
-def _install_translation_memo() -> None:
+def _install_translation_memo(folder: Path | None) -> None:
     import fast_downward
     original = fast_downward.pddl2sas
+    version = metadata.version("fast_downward_textworld")
 
     @functools.lru_cache(maxsize=TRANSLATIONS)
     def cached(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
-        return original(domain, problem, verbose=verbose, optimize=optimize)
+        if folder is None or verbose:
+            translations["translated"] += 1
+            return original(domain, problem, verbose=verbose, optimize=optimize)
+        key = json.dumps([version, domain, problem, optimize])
+        path = folder / f"{hashlib.sha256(key.encode()).hexdigest()}.sas.z"
+        sas = read_sas(path)
+        if sas is not None:
+            translations["from_disk"] += 1
+            return parse_task(domain, problem), sas
+        task, sas = original(domain, problem, verbose=verbose, optimize=optimize)
+        translations["translated"] += 1
+        write_sas(path, sas)
+        return task, sas
 
     def pddl2sas(domain, problem, verbose=False, optimize=False):
         return cached(domain, problem, bool(verbose), bool(optimize))
 
     pddl2sas.cache_info = cached.cache_info
     fast_downward.pddl2sas = pddl2sas
+
+
+def parse_task(domain: str, problem: str):
+    """The task `fast_downward.pddl2sas` returns beside the SAS text: the PDDL parsed and normalised
+    (which reads no translator option; the translation proper leaves the task as it is)."""
+    sys.argv = ["translate.py", "domain", "task"]   # as pddl2sas: the translator's options module parses it
+    from fast_downward.translate import normalize
+    from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
+    with contextlib.redirect_stdout(io.StringIO()):
+        task = parsing_functions.parse_task(lisp_parser.parse_nested_list(domain.split("\n")),
+                                            lisp_parser.parse_nested_list(problem.split("\n")))
+        normalize.normalize(task)
+    return task
+
+
+_SAS_HEADER = b"hr1-sas zlib sha256="
+
+
+def read_sas(path: Path) -> str | None:
+    """The SAS text stored at `path`, or None where it is missing or does not match its checksum."""
+    try:
+        header, _, packed = path.read_bytes().partition(b"\n")
+        sas = zlib.decompress(packed).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, zlib.error, UnicodeDecodeError):
+        sas = None
+    if sas is None or header != _SAS_HEADER + hashlib.sha256(sas.encode()).hexdigest().encode():
+        log.warning("ALFWorld translation cache file %s is damaged; translating again", path)
+        return None
+    return sas
+
+
+def write_sas(path: Path, sas: str) -> None:
+    """Store `sas` at `path`, compressed (~1/10 of its ~0.2 MB), atomically (a reader sees the whole
+    file or none); a failed write only leaves this translation uncached."""
+    data = _SAS_HEADER + hashlib.sha256(sas.encode()).hexdigest().encode() + b"\n" + zlib.compress(sas.encode(), 6)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sas-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.warning("ALFWorld translation cache: could not write %s (%s)", path, e)
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
 
 
 class MemoParser:

@@ -103,7 +103,7 @@ class ALFWorldEnv(Environment):
 
     # --- episode -------------------------------------------------------------------------------
     def _open_game(self, path: Path):
-        engine_memo.install()
+        engine_memo.install(self.root / "sas_cache")
         import textworld
         import textworld.gym
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos

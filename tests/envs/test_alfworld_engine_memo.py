@@ -38,26 +38,74 @@ import textworld.envs.pddl.textgen as textgen
 memo = isinstance(textgen._PARSER, engine_memo.MemoParser)
 print(json.dumps({"episodes": [{k: e[k] for k in ("trajectory", "actions", "final", "counts", "reward", "status")} for e in out],
                   "memo": memo, "hits": textgen._PARSER.cache_info().hits if memo else 0,
-                  "shallow": engine_memo.shallow_contexts()}, sort_keys=True, default=str))
+                  "shallow": engine_memo.shallow_contexts(), "translations": engine_memo.translations},
+                 sort_keys=True, default=str))
 """
 
 
-def _play(memo: bool) -> dict:
+def _play(memo: bool, sas_cache) -> dict:
     patch = next((REPO / "hr1_jax/patch/reference_patches/examples/heldout_generalization").glob("*/seed*/alfworld.json"))
-    env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1" if memo else "0", PYTHONPATH=str(REPO))
+    env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1" if memo else "0", HR1_ALFWORLD_SAS_CACHE=str(sas_cache),
+               PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", EPISODES, str(patch)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_episodes_are_the_same_with_and_without_the_memos():
-    plain, memo = _play(memo=False), _play(memo=True)
-    assert not plain["memo"] and memo["memo"] and memo["hits"] > 0 and memo["shallow"]
-    assert any(e["counts"].get("hook_calls") for e in memo["episodes"])   # the patch's hooks ran
-    assert len(memo["episodes"]) == 6
-    for a, b in zip(plain["episodes"], memo["episodes"]):
-        assert a == b
+def test_episodes_are_the_same_with_and_without_the_memos(tmp_path):
+    cache = tmp_path / "sas_cache"
+    plain = _play(memo=False, sas_cache=cache)
+    assert not plain["memo"] and not cache.exists()          # the engine as it is: nothing kept on disk
+    written = _play(memo=True, sas_cache=cache)              # translates each game once, writes it
+    read = _play(memo=True, sas_cache=cache)                 # a later process: every translation from disk
+    assert written["translations"] == {"translated": 6, "from_disk": 0} and len(list(cache.glob("*.sas.z"))) == 6
+    assert read["translations"] == {"translated": 0, "from_disk": 6}
+    for memo in (written, read):
+        assert memo["memo"] and memo["hits"] > 0 and memo["shallow"]
+        assert len(memo["episodes"]) == 6
+        assert any(e["counts"].get("hook_calls") for e in memo["episodes"])   # the patch's hooks ran
+        for a, b in zip(plain["episodes"], memo["episodes"]):
+            assert a == b
+
+
+def test_a_task_parsed_for_a_stored_translation_is_the_one_translating_returns(tmp_path):
+    import contextlib
+    import io
+
+    import fast_downward.interface
+    import textworld.envs.pddl.logic as pddl_logic
+    from envs.alfworld.env import ALFWorldEnv
+
+    env = ALFWorldEnv()
+    game = json.loads((env.root / env.tasks("harness_r1_test")[5].payload["game"]).read_text())
+    domain = pddl_logic.GameLogic(domain=game["pddl_domain"], grammar=game["grammar"]).domain
+    argv = list(sys.argv)
+    try:
+        task, sas = fast_downward.interface.pddl2sas(domain, game["pddl_problem"])
+        parsed = engine_memo.parse_task(domain, game["pddl_problem"])
+    finally:
+        sys.argv[:] = argv
+
+    def dump(t):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            t.dump()
+        return out.getvalue()
+
+    assert dump(parsed) == dump(task) and len(task.actions) > 0
+    path = tmp_path / "x.sas.z"
+    engine_memo.write_sas(path, sas)
+    assert engine_memo.read_sas(path) == sas
+    path.write_bytes(path.read_bytes()[:-10])                       # a damaged file is a miss, not a game
+    assert engine_memo.read_sas(path) is None
+    assert engine_memo.read_sas(tmp_path / "missing.sas") is None
+
+
+def test_a_translation_folder_that_cannot_be_made_keeps_translations_in_the_process(tmp_path):
+    (tmp_path / "file").write_text("")
+    assert engine_memo._writable(str(tmp_path / "file" / "sas_cache")) is None
+    assert engine_memo._writable(str(tmp_path / "sas_cache")) == tmp_path / "sas_cache"
 
 
 @pytest.mark.parametrize("expression,pure", [
