@@ -9,11 +9,13 @@ the same tasks and prints, per patch, success next to the unpatched baseline and
 exception rate (errors + time-outs over hook calls).
 
 With --compare it times the engine memos (envs/alfworld/engine_memo.py) against the engine with
-the PDDL translation memo alone (`HR1_ALFWORLD_ENGINE_MEMO=0`, the code before the parse and context
-memos): each round starts one fresh process per engine, in alternating order, and each process plays
-the batch twice: the first play of every game (translation and parses included, as in a fresh
-rollout worker) and a replay (as a rerun of the same tasks). It prints the medians over rounds, the
-median of the rounds' ratios, whether every process played the very same episodes, and the load.
+the PDDL translation memo alone (`HR1_ALFWORLD_ENGINE_MEMO=0`, the code before the parse, context
+and on-disk translation memos), the memos run twice: with an empty translation folder (a machine's
+first play of these games) and with every translation already stored (any later process). Each
+round starts one fresh process per engine, the order rotating, and each process plays the batch
+twice: the first play of every game (as in a fresh rollout worker) and a replay (as a rerun of the
+same tasks). It prints the medians over rounds, the median of the rounds' ratios to the baseline,
+whether every process played the very same episodes, and the load.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,38 +100,57 @@ def child(env, tasks, agent_cfg, seed) -> dict:
             "sha": [_episodes_sha(first), _episodes_sha(replay)]}
 
 
-ENGINES = {"translation memo only": "0", "engine memos": "1"}   # name: HR1_ALFWORLD_ENGINE_MEMO
+BASELINE = "translation memo only"
+ENGINES = (BASELINE, "engine memos, no translation on disk", "engine memos, translations on disk")
+KEYS = ("first_s", "replay_s", "reset_ms", "step_ms")
+
+
+def _engine_env(name: str, folder: str, rnd: int) -> dict:
+    """The baseline: HR1_ALFWORLD_ENGINE_MEMO=0 (the engine with the in-process translation memo alone);
+    the memos with a fresh translation folder, or with the one every game was already stored in."""
+    if name == BASELINE:
+        return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="0")
+    sub = f"empty{rnd}" if "no translation" in name else "stored"
+    return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1", HR1_ALFWORLD_SAS_CACHE=os.path.join(folder, sub))
+
+
+def _run_child(argv, env) -> dict | None:
+    proc = subprocess.run([sys.executable, __file__, *argv, "--child"], env=env, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:], file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def compare(args, argv) -> int:
-    print(f"alfworld engine memos vs translation memo only: {args.tasks} tasks of {args.split}, seed {args.seed}, "
-          f"{args.rounds} rounds of fresh processes (alternating order); load {load_text()}")
-    window = CpuWindow()
+    print(f"alfworld engine memos vs {BASELINE}: {args.tasks} tasks of {args.split}, seed {args.seed}, "
+          f"{args.rounds} rounds of fresh processes (order rotating); load {load_text()}")
     runs = {name: [] for name in ENGINES}
-    for rnd in range(args.rounds):
-        for name in (list(ENGINES) if rnd % 2 == 0 else list(ENGINES)[::-1]):
-            env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO=ENGINES[name])
-            proc = subprocess.run([sys.executable, __file__, *argv, "--child"], env=env, capture_output=True,
-                                  text=True, check=False)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                return 1
-            runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    med = {name: {k: statistics.median(r[k] for r in rs) for k in ("first_s", "replay_s", "reset_ms", "step_ms")}
-           for name, rs in runs.items()}
-    base, memo = runs["translation memo only"], runs["engine memos"]
-    ratio = {k: statistics.median(b[k] / m[k] for b, m in zip(base, memo))
-             for k in ("first_s", "replay_s", "reset_ms", "step_ms")}
+    with tempfile.TemporaryDirectory() as folder:
+        if _run_child(argv, _engine_env(ENGINES[2], folder, 0)) is None:   # stores every game's translation
+            return 1
+        window = CpuWindow()
+        for rnd in range(args.rounds):
+            for name in ENGINES[rnd % 3:] + ENGINES[:rnd % 3]:
+                run = _run_child(argv, _engine_env(name, folder, rnd))
+                if run is None:
+                    return 1
+                runs[name].append(run)
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS} for name, rs in runs.items()}
+    ratio = {name: {k: statistics.median(b[k] / m[k] for b, m in zip(runs[BASELINE], rs)) for k in KEYS}
+             for name, rs in runs.items() if name != BASELINE}
     print("\n| engine | first play s | replay s | reset ms (replay) | step ms (replay) |")
     print("|---|--:|--:|--:|--:|")
     for name, m in med.items():
         print(f"| {name} | {m['first_s']:.2f} | {m['replay_s']:.2f} | {m['reset_ms']:.1f} | {m['step_ms']:.1f} |")
-    print(f"| speedup (median of the rounds' ratios) | {ratio['first_s']:.2f}x | {ratio['replay_s']:.2f}x | "
-          f"{ratio['reset_ms']:.2f}x | {ratio['step_ms']:.2f}x |")
+    for name, r in ratio.items():
+        print(f"| speedup, {name} (median of the rounds' ratios) | {r['first_s']:.2f}x | {r['replay_s']:.2f}x | "
+              f"{r['reset_ms']:.2f}x | {r['step_ms']:.2f}x |")
     shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
     same = len(shas) == 1
     print(f"\nsame episodes in every process and play: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
-          f"{runs['engine memos'][0]['steps']} steps a play; load after {load_text()}, steal {window.steal_text()}")
+          f"{runs[BASELINE][0]['steps']} steps a play; load after {load_text()}, steal {window.steal_text()}")
     print("BENCH_ALFWORLD_MEMO " + json.dumps({"medians": med, "ratios": ratio, "same_episodes": same}))
     return 0 if same else 1
 
