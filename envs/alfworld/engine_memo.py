@@ -100,7 +100,10 @@ def shallow_contexts() -> bool:
 def _install_translation_memo(folder: Path | None) -> None:
     import fast_downward
     original = fast_downward.pddl2sas
-    version = metadata.version("fast_downward_textworld")
+    try:   # part of every stored translation's key: another translator's text is another file
+        version = metadata.version("fast_downward_textworld")
+    except metadata.PackageNotFoundError:
+        folder = None
 
     @functools.lru_cache(maxsize=TRANSLATIONS)
     def cached(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
@@ -157,9 +160,10 @@ def read_sas(path: Path) -> str | None:
 
 
 def write_sas(path: Path, sas: str) -> None:
-    """Store `sas` at `path`, compressed (~1/10 of its ~0.2 MB), atomically (a reader sees the whole
+    """Store `sas` at `path`, compressed (to ~5% of its ~0.5 MB), atomically (a reader sees the whole
     file or none); a failed write only leaves this translation uncached."""
     data = _SAS_HEADER + hashlib.sha256(sas.encode()).hexdigest().encode() + b"\n" + zlib.compress(sas.encode(), 6)
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sas-")
         with os.fdopen(fd, "wb") as f:
@@ -167,8 +171,9 @@ def write_sas(path: Path, sas: str) -> None:
         os.replace(tmp, path)
     except OSError as e:
         log.warning("ALFWorld translation cache: could not write %s (%s)", path, e)
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 class MemoParser:

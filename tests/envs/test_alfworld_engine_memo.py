@@ -149,3 +149,8 @@ def test_context_copies_share_the_entities_but_not_the_dicts_a_derivation_extend
     copy["variables"]["r"] = copy["mapping"]["r"] = "new"   # what `textgen.query` does to its copy
     assert "r" not in context["variables"] and "r" not in context["mapping"]
     assert copy["state"] is context["state"] and copy["facts"] is context["facts"]
+
+
+def test_a_translation_that_cannot_be_stored_is_only_left_uncached(tmp_path):
+    engine_memo.write_sas(tmp_path / "gone" / "x.sas.z", "begin_version\n3\nend_version\n")   # no such folder
+    assert not (tmp_path / "gone").exists() and list(tmp_path.iterdir()) == []
