@@ -133,10 +133,9 @@ class Outcomes:
         base = self.reward("no_patch")
         patched = self.reward(method)
         passes = _mean_by_key([{task_key(p): float(p.patched_reward >= self.tau) for p in r.pairs} for r in runs])
-        # sorted: a float sum depends on its order, and the table must not depend on the process
-        return {"mean_delta_reward": float(np.mean([patched[k] - base[k] for k in sorted(patched)]))
-                if patched else 0.0,
-                "delta_pass_rate": float(np.mean([passes[k] - float(base[k] >= self.tau) for k in sorted(passes)]))
+        # patched and passes come from _mean_by_key, in sorted key order: the sums do not depend on the process
+        return {"mean_delta_reward": float(np.mean([patched[k] - base[k] for k in patched])) if patched else 0.0,
+                "delta_pass_rate": float(np.mean([passes[k] - float(base[k] >= self.tau) for k in passes]))
                 if passes else 0.0,
                 "valid_rate": float(np.mean([sum(p.valid for p in r.patches) / max(1, self.n_rows) for r in runs])),
                 "n_batches": self.n_rows - max(r.n_eval_failed for r in runs)}
