@@ -101,16 +101,17 @@ def child(env, tasks, agent_cfg, seed) -> dict:
 
 
 BASELINE = "translation memo only"
-ENGINES = (BASELINE, "engine memos, no translation on disk", "engine memos, translations on disk")
+# name: the translation folder its processes use (None: HR1_ALFWORLD_ENGINE_MEMO=0, the engine with the
+# in-process translation memo alone); "empty" is a fresh folder per process, "stored" the prefilled one
+ENGINES = {BASELINE: None, "engine memos, no translation on disk": "empty",
+           "engine memos, translations on disk": "stored"}
 KEYS = ("first_s", "replay_s", "reset_ms", "step_ms")
 
 
-def _engine_env(name: str, folder: str, rnd: int) -> dict:
-    """The baseline: HR1_ALFWORLD_ENGINE_MEMO=0 (the engine with the in-process translation memo alone);
-    the memos with a fresh translation folder, or with the one every game was already stored in."""
-    if name == BASELINE:
+def _engine_env(folder_kind: str | None, folder: str, rnd: int) -> dict:
+    if folder_kind is None:
         return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="0")
-    sub = f"empty{rnd}" if "no translation" in name else "stored"
+    sub = f"empty{rnd}" if folder_kind == "empty" else "stored"
     return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1", HR1_ALFWORLD_SAS_CACHE=os.path.join(folder, sub))
 
 
@@ -128,12 +129,13 @@ def compare(args, argv) -> int:
           f"{args.rounds} rounds of fresh processes (order rotating); load {load_text()}")
     runs = {name: [] for name in ENGINES}
     with tempfile.TemporaryDirectory() as folder:
-        if _run_child(argv, _engine_env(ENGINES[2], folder, 0)) is None:   # stores every game's translation
+        if _run_child(argv, _engine_env("stored", folder, 0)) is None:   # stores every game's translation
             return 1
         window = CpuWindow()
         for rnd in range(args.rounds):
-            for name in ENGINES[rnd % 3:] + ENGINES[:rnd % 3]:
-                run = _run_child(argv, _engine_env(name, folder, rnd))
+            names = list(ENGINES)
+            for name in names[rnd % 3:] + names[:rnd % 3]:
+                run = _run_child(argv, _engine_env(ENGINES[name], folder, rnd))
                 if run is None:
                     return 1
                 runs[name].append(run)
