@@ -7,7 +7,7 @@ without them and compares every observation, admissible list and reward.
 * **PDDL -> SAS translation** (`fast_downward.pddl2sas`: the parsed task and its SAS text, a pure
   function of domain, problem and flags, the same in every process and hash seed): TextWorld grounds every game
   four times per reset; with the memo a game is translated once per process, and a rerun of a
-  recently played game (baseline, then patched) not at all. The SAS text, ~90% of a first reset, is
+  recently played game (baseline, then patched) not at all. The SAS text, most of a first reset, is
   also kept on disk (`translations_dir`: `<game root>/sas_cache`, or `$HR1_ALFWORLD_SAS_CACHE`; ""
   turns it off), one checksummed file per translation written atomically, so a game translated by
   one process (a rollout worker, an earlier run) is only parsed by the next; a folder that cannot
