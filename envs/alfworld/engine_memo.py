@@ -160,7 +160,7 @@ def read_sas(path: Path) -> str | None:
 
 
 def write_sas(path: Path, sas: str) -> None:
-    """Store `sas` at `path`, compressed (to ~5% of its ~0.5 MB), atomically (a reader sees the whole
+    """Store `sas` at `path`, zlib-compressed, atomically (a reader sees the whole
     file or none); a failed write only leaves this translation uncached."""
     data = _SAS_HEADER + hashlib.sha256(sas.encode()).hexdigest().encode() + b"\n" + zlib.compress(sas.encode(), 6)
     tmp = None
