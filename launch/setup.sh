@@ -13,11 +13,19 @@ case "$DEVICE" in
   tpu|cuda) EXTRAS="${1:-alfworld,eval},$DEVICE" ;;
   *) echo "[setup] ERROR: DEVICE must be cpu, tpu or cuda (got '$DEVICE')" >&2; exit 2 ;;
 esac
-PY="${PYTHON:-python3}"
 
 if [ ! -x .venv/bin/python ]; then
-  echo "[setup] creating .venv"
-  "$PY" -m venv .venv
+  # PYTHON chooses the interpreter; else launch/pick_python.sh prefers a faster build of 3.11.
+  PY="${PYTHON:-$(bash launch/pick_python.sh)}"
+  echo "[setup] creating .venv with $PY"
+  if ! "$PY" -m venv .venv; then
+    if [ -n "${PYTHON:-}" ] || [ "$PY" = python3 ]; then
+      exit 1
+    fi
+    echo "[setup] $PY could not create a venv; creating it with python3"
+    rm -rf .venv
+    python3 -m venv .venv
+  fi
 fi
 stamp=".venv/.hr1-installed-$(cat setup.py | sha1sum | cut -c1-12)-${EXTRAS//,/_}"
 if [ ! -f "$stamp" ]; then

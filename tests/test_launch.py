@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,84 @@ def test_setup_rejects_unknown_device(setup_copy):
     proc = _setup(setup_copy, "gpu")
     assert proc.returncode == 2 and "DEVICE must be cpu, tpu or cuda" in proc.stderr
     assert not (setup_copy / "pip.log").exists()
+
+
+# --- launch/pick_python.sh and the venv setup.sh makes with it, with fake interpreters on PATH -------------
+
+def _fake_python(path: Path, *, linked_in: bool, is_311: bool = True, venv_ok: bool = True) -> Path:
+    """A stand-in interpreter: answers pick_python.sh's probes as such a build would, and `-m venv DIR`
+    makes a venv whose python succeeds and whose pip records its arguments, or fails (venv_ok)."""
+    linked_rc = 0 if (linked_in and is_311) else 1
+    any_rc = 0 if is_311 else 1
+    venv = (f'mkdir -p "$3/bin" && printf "#!/bin/sh\\nexit 0\\n" > "$3/bin/python" && '
+            f'printf "#!/bin/sh\\necho \\"\\$*\\" >> $3/../pip.log\\n" > "$3/bin/pip" && '
+            f'chmod +x "$3/bin/python" "$3/bin/pip" && echo "$0" > "$3/../venv_by" && exit 0') if venv_ok else "exit 1"
+    return _write_exe(path, f"""#!/bin/sh
+case "$1" in
+  -c) case "$2" in *libpython*) exit {linked_rc} ;; *) exit {any_rc} ;; esac ;;
+  -m) [ "$2" = venv ] || exit 2; {venv} ;;
+esac
+exit 3
+""")
+
+
+def _pick(path_dirs: list[Path]) -> str:
+    proc = subprocess.run(["/bin/bash", str(REPO / "launch" / "pick_python.sh")], capture_output=True, text=True,
+                          env={**os.environ, "PATH": ":".join(map(str, path_dirs))}, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_pick_python_prefers_a_linked_in_311_then_any_311_then_python3(tmp_path):
+    shared = _fake_python(tmp_path / "a" / "python3.11", linked_in=False)
+    linked = _fake_python(tmp_path / "b" / "python3.11", linked_in=True)
+    _fake_python(tmp_path / "c" / "python3", linked_in=True, is_311=False)
+    dirs = [tmp_path / d for d in "abc"]
+    assert _pick(dirs) == str(linked)
+    assert _pick([dirs[0], dirs[2]]) == str(shared)    # no linked-in build: any 3.11 before python3
+    assert _pick([dirs[2]]) == "python3"                # no 3.11 at all
+
+
+def test_pick_python_probe_on_this_interpreter(tmp_path):
+    """The real probe, run by the interpreter running this test: taken only if its libpython is
+    linked in (else the later fake linked-in build is)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "python3.11").symlink_to(sys.executable)
+    fake = _fake_python(tmp_path / "fake" / "python3.11", linked_in=True)
+    with open("/proc/self/maps") as maps:
+        linked_here = "libpython" not in maps.read() and sys.version_info[:2] == (3, 11)
+    expected = str(tmp_path / "real" / "python3.11") if linked_here else str(fake)
+    assert _pick([tmp_path / "real", tmp_path / "fake"]) == expected
+
+
+def _setup_without_venv(setup_copy: Path, pythons: dict, extra_env: dict | None = None):
+    shutil.rmtree(setup_copy / ".venv")
+    shutil.copy(REPO / "launch" / "pick_python.sh", setup_copy / "launch" / "pick_python.sh")
+    for name, kwargs in pythons.items():
+        _fake_python(setup_copy / "pybin" / name, **kwargs)
+    env = {"PATH": f"{setup_copy / 'pybin'}:{setup_copy / 'bin'}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    return subprocess.run(["/bin/bash", str(setup_copy / "launch" / "setup.sh"), "test"], capture_output=True,
+                          text=True, timeout=30, env={**env, **(extra_env or {})})
+
+
+def test_setup_makes_the_venv_with_the_picked_python(setup_copy):
+    proc = _setup_without_venv(setup_copy, {"python3.11": dict(linked_in=True)})
+    assert proc.returncode == 0, proc.stderr
+    assert (setup_copy / "venv_by").read_text().strip() == str(setup_copy / "pybin" / "python3.11")
+    assert "install -q -e .[test]" in (setup_copy / "pip.log").read_text()
+
+
+def test_setup_falls_back_to_python3_when_the_picked_python_cannot_make_a_venv(setup_copy):
+    proc = _setup_without_venv(setup_copy, {"python3.11": dict(linked_in=True, venv_ok=False),
+                                            "python3": dict(linked_in=False, is_311=False)})
+    assert proc.returncode == 0, proc.stderr
+    assert "could not create a venv; creating it with python3" in proc.stdout
+    assert (setup_copy / "venv_by").read_text().strip() == str(setup_copy / "pybin" / "python3")
+
+
+def test_setup_stops_when_the_named_python_cannot_make_a_venv(setup_copy):
+    proc = _setup_without_venv(setup_copy, {"python3.11": dict(linked_in=True, venv_ok=False),
+                                            "python3": dict(linked_in=False)},
+                               {"PYTHON": "python3.11"})
+    assert proc.returncode != 0
+    assert not (setup_copy / "venv_by").exists() and not (setup_copy / "pip.log").exists()
