@@ -25,7 +25,8 @@ issue-17 targets checked in the same run.
 
 Targets (issue 17): first wall <= 20 µs (WebShop demo hook) and <= 40 µs (ALFWorld), validation
 <= 5 ms for every shipped patch. The load average is printed before and after, with the steal share of all
-CPU time over the run (benchmarks/machine_state.py).
+CPU time over the run (benchmarks/machine_state.py). The last line, `BENCH_PATCH {json}`, holds the
+target figures and the interpreter (`bench_interpreters.py` compares two builds with it).
 """
 from __future__ import annotations
 
@@ -248,16 +249,22 @@ def validation_phases(patch: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
+def libpython_linkage() -> str:
+    """'a shared libpython' or 'libpython linked in' (read from this process's mappings, as
+    launch/pick_python.sh reads them), or 'libpython linkage unknown' where there are none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return "a shared libpython" if "libpython" in maps.read() else "libpython linked in"
+    except OSError:
+        return "libpython linkage unknown"
+
+
 def interpreter_line() -> str:
     """Which CPython ran: hook and validation costs are interpreter-bound (a PGO/LTO build with
     libpython linked in, as Debian's, is ~25% faster on parse/compile than a plain shared one)."""
     args = sysconfig.get_config_var("CONFIG_ARGS") or ""
     flags = ", ".join(f"{f} {'yes' if f in args else 'no'}" for f in ("--enable-optimizations", "--with-lto"))
-    try:
-        with open("/proc/self/maps") as maps:
-            libpython = "a shared libpython" if "libpython" in maps.read() else "libpython linked in"
-    except OSError:
-        libpython = "libpython linkage unknown"
+    libpython = libpython_linkage()
     return (f"python {platform.python_version()} at {sys.executable}, {libpython} (configure: {flags}; "
             f"distribution builds such as Debian's apply PGO/LTO without these flags)")
 
@@ -319,6 +326,11 @@ def main() -> int:
     print(f"  validation max {slowest} ms (cpu {max(parse_cpu_ms):.2f}) <= {VALIDATION_MS:.0f}: "
           f"{verdict(max(parse_ms) <= VALIDATION_MS)}")
     print(f"load average after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
+    print("BENCH_PATCH " + json.dumps({
+        "python": platform.python_version(), "executable": sys.executable, "libpython": libpython_linkage(),
+        "webshop_first_wall_us": web["inline"], "alfworld_first_wall_us": alf["inline"],
+        "webshop_both_walls_us": web["process"], "alfworld_both_walls_us": alf["process"],
+        "validation_max_ms": max(parse_ms), "validation_median_ms": statistics.median(parse_ms)}))
     return 0
 
 
