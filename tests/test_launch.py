@@ -195,6 +195,7 @@ def test_pick_python_prefers_a_linked_in_311_then_any_311_then_python3(tmp_path)
     assert _pick([dirs[2]]) == "python3"                # no 3.11 at all
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="the probe reads /proc/self/maps (Linux)")
 def test_pick_python_probe_on_this_interpreter(tmp_path):
     """The real probe, run by the interpreter running this test: taken only if its libpython is
     linked in (else the later fake linked-in build is)."""
