@@ -49,7 +49,8 @@ from hr1_jax.patch import build_response, compile_patch, parse_response, run_hoo
 from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.hook_process import _cpu_seconds, shared_hook_process  # noqa: E402
 from hr1_jax.patch.sandbox import _check_and_rewrite, _compile_cached  # noqa: E402
-from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
+# machine_state, targets, timing: benchmarks/, the script's folder
+from machine_state import CpuWindow, interpreter_facts, libpython_linkage, load_text  # noqa: E402
 from targets import HOOK_CALL_US, VALIDATION_MS, decimals, verdict  # noqa: E402
 from timing import interleaved_samples, pairwise_median  # noqa: E402
 
@@ -249,16 +250,6 @@ def validation_phases(patch: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
-def libpython_linkage() -> str:
-    """'a shared libpython' or 'libpython linked in' (read from this process's mappings, as
-    launch/pick_python.sh reads them), or 'libpython linkage unknown' where there are none."""
-    try:
-        with open("/proc/self/maps") as maps:
-            return "a shared libpython" if "libpython" in maps.read() else "libpython linked in"
-    except OSError:
-        return "libpython linkage unknown"
-
-
 def interpreter_line() -> str:
     """Which CPython ran: hook and validation costs are interpreter-bound (a PGO/LTO build with
     libpython linked in, as Debian's, is ~25% faster on parse/compile than a plain shared one)."""
@@ -327,8 +318,7 @@ def main() -> int:
           f"{verdict(max(parse_ms) <= VALIDATION_MS)}")
     print(f"load average after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
     print("BENCH_PATCH " + json.dumps({
-        "python": platform.python_version(), "executable": sys.executable, "libpython": libpython_linkage(),
-        "webshop_first_wall_us": web["inline"], "alfworld_first_wall_us": alf["inline"],
+        **interpreter_facts(), "webshop_first_wall_us": web["inline"], "alfworld_first_wall_us": alf["inline"],
         "webshop_both_walls_us": web["process"], "alfworld_both_walls_us": alf["process"],
         "validation_max_ms": max(parse_ms), "validation_median_ms": statistics.median(parse_ms)}))
     return 0

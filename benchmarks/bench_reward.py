@@ -47,7 +47,8 @@ from hr1_jax.config import base_config, validate_config  # noqa: E402
 from hr1_jax.rollout.batches import baseline_metadata, run_batch  # noqa: E402
 from hr1_jax.rollout.pool import JobSpec, WorkerPool, worker_shares  # noqa: E402
 from hr1_jax.rollout.reward import RewardContext, prepare_patch, score_group, score_response  # noqa: E402
-from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
+# machine_state, targets: benchmarks/, the script's folder
+from machine_state import CpuWindow, interpreter_facts, load_text  # noqa: E402
 from targets import rerun_line  # noqa: E402
 
 HINTS = ["Probe the table schema with DESCRIBE before the final query.",
@@ -307,6 +308,10 @@ def main(argv=None) -> int:
     if verdict:
         print(f"target (issue 17): {verdict}")
     print(f"load after: {load_text()}; steal during the run: {window.steal_text()} of all CPU time")
+    figures = {f"{name}_{n}": value for n in counts for name, value in (
+        ("cold_s", med(rec[n]["cold"])), ("parent_cpu_ms", med(rec[n]["parent_cpu"]) * 1000),
+        ("worker_cpu_ms", per_group[n]))}
+    print("BENCH_REWARD " + json.dumps({**interpreter_facts(), **figures}))
     return 0
 
 

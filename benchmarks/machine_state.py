@@ -5,10 +5,13 @@ other guests shows up only as *steal* (`/proc/stat`): on a 2-core KVM box it was
 over 16 busy minutes whose load average read 1.0-1.7, and a decode step's time swung 1.6x between
 back-to-back calls. So a benchmark notes both: load averages, and the steal share of all CPUs' time
 over the window it timed (`CpuWindow`). Where /proc is missing (not Linux) each reads "n/a".
+`interpreter_facts` names the Python that ran: pure-Python costs move with its build.
 """
 from __future__ import annotations
 
 import os
+import platform
+import sys
 
 # /proc/stat's aggregate "cpu" line: user nice system idle iowait irq softirq steal [guest guest_nice].
 # guest and guest_nice are already counted in user and nice, so they are left out of the total.
@@ -76,3 +79,18 @@ class CpuWindow:
 
     def steal_text(self) -> str:
         return format_share(self.steal())
+
+
+def libpython_linkage() -> str:
+    """'a shared libpython' or 'libpython linked in' (from this process's mappings, as
+    launch/pick_python.sh reads them), or 'libpython linkage unknown' where there are none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return "a shared libpython" if "libpython" in maps.read() else "libpython linked in"
+    except OSError:
+        return "libpython linkage unknown"
+
+
+def interpreter_facts() -> dict:
+    """The running interpreter, for a benchmark's json line."""
+    return {"python": platform.python_version(), "executable": sys.executable, "libpython": libpython_linkage()}
