@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,26 +45,35 @@ REWARD_FIGURES = (("cold_s_1", "32-response group, cold, 1 worker (s)", None),
                   ("cold_s_2", "32-response group, cold, 2 workers (s)", None),
                   ("worker_cpu_ms_1", "workers' and hook processes' CPU a group, 1 worker (ms)", None),
                   ("parent_cpu_ms_1", "scoring process's CPU a group, 1 worker (ms)", None))
-# name: (script, json prefix, figures, default repeats, the script's arguments from (calls, repeats))
+
+
+class Bench(NamedTuple):
+    script: str                  # in benchmarks/
+    prefix: str                  # of its json line
+    figures: tuple
+    default_repeats: int
+    arguments: Callable          # (calls, repeats) -> the script's arguments
+
+
 BENCHES = {
-    "patch": ("bench_patch.py", "BENCH_PATCH ", PATCH_FIGURES, 5,
-              lambda calls, repeats: ["--calls", str(calls), "--repeats", str(repeats)]),
-    "reward": ("bench_reward.py", "BENCH_REWARD ", REWARD_FIGURES, 10,
-               lambda calls, repeats: ["--workers", "1,2", "--repeats", str(repeats)]),
+    "patch": Bench("bench_patch.py", "BENCH_PATCH ", PATCH_FIGURES, 5,
+                   lambda calls, repeats: ["--calls", str(calls), "--repeats", str(repeats)]),
+    "reward": Bench("bench_reward.py", "BENCH_REWARD ", REWARD_FIGURES, 10,
+                    lambda calls, repeats: ["--workers", "1,2", "--repeats", str(repeats)]),
 }
 
 
 def run_bench(bench: str, python: str, calls: int, repeats: int, timeout_s: float = 900) -> dict:
     """One run of `bench`'s script by `python`: its json figures (RuntimeError with the tail of its
     output when it fails or prints none)."""
-    script, prefix, _, _, arguments = BENCHES[bench]
-    proc = subprocess.run([python, str(HERE / script), *arguments(calls, repeats)],
+    b = BENCHES[bench]
+    proc = subprocess.run([python, str(HERE / b.script), *b.arguments(calls, repeats)],
                           capture_output=True, text=True, timeout=timeout_s)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(prefix)]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(b.prefix)]
     if proc.returncode != 0 or not lines:
         tail = (proc.stdout + proc.stderr)[-1500:]
-        raise RuntimeError(f"{script} under {python} exited {proc.returncode} without figures:\n{tail}")
-    return json.loads(lines[-1][len(prefix):])
+        raise RuntimeError(f"{b.script} under {python} exited {proc.returncode} without figures:\n{tail}")
+    return json.loads(lines[-1][len(b.prefix):])
 
 
 def summarise(figures: tuple, baseline: list[dict], candidate: list[dict]) -> list[dict]:
@@ -100,8 +110,8 @@ def main(argv=None) -> int:
             ap.error(f"--{name} {path!r} is not an executable interpreter")
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    script, _, figures, default_repeats, _ = BENCHES[args.bench]
-    repeats = args.repeats or default_repeats
+    bench = BENCHES[args.bench]
+    repeats = args.repeats or bench.default_repeats
 
     print(f"load average before: {load_text()}", flush=True)
     window = CpuWindow()
@@ -111,8 +121,8 @@ def main(argv=None) -> int:
         for name in order:
             runs[name].append(run_bench(args.bench, getattr(args, name), args.calls, repeats))
         print(f"  round {r + 1}/{args.rounds} done ({' first, '.join(order)} second)", flush=True)
-    rows = summarise(figures, runs["baseline"], runs["candidate"])
-    print(f"{script} by each interpreter, {args.rounds} rounds (order alternating), medians over rounds of "
+    rows = summarise(bench.figures, runs["baseline"], runs["candidate"])
+    print(f"{bench.script} by each interpreter, {args.rounds} rounds (order alternating), medians over rounds of "
           f"each run's medians ({repeats} repeats{f' x {args.calls} calls' if args.bench == 'patch' else ''}):")
     for name in ("baseline", "candidate"):
         first = runs[name][0]

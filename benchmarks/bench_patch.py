@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import select
 import statistics
 import subprocess
@@ -50,7 +49,7 @@ from hr1_jax.patch.guards import freeze  # noqa: E402
 from hr1_jax.patch.hook_process import _cpu_seconds, shared_hook_process  # noqa: E402
 from hr1_jax.patch.sandbox import _check_and_rewrite, _compile_cached  # noqa: E402
 # machine_state, targets, timing: benchmarks/, the script's folder
-from machine_state import CpuWindow, interpreter_facts, libpython_linkage, load_text  # noqa: E402
+from machine_state import CpuWindow, interpreter_facts, load_text  # noqa: E402
 from targets import HOOK_CALL_US, VALIDATION_MS, decimals, verdict  # noqa: E402
 from timing import interleaved_samples, pairwise_median  # noqa: E402
 
@@ -255,8 +254,8 @@ def interpreter_line() -> str:
     libpython linked in, as Debian's, is ~25% faster on parse/compile than a plain shared one)."""
     args = sysconfig.get_config_var("CONFIG_ARGS") or ""
     flags = ", ".join(f"{f} {'yes' if f in args else 'no'}" for f in ("--enable-optimizations", "--with-lto"))
-    libpython = libpython_linkage()
-    return (f"python {platform.python_version()} at {sys.executable}, {libpython} (configure: {flags}; "
+    facts = interpreter_facts()
+    return (f"python {facts['python']} at {facts['executable']}, {facts['libpython']} (configure: {flags}; "
             f"distribution builds such as Debian's apply PGO/LTO without these flags)")
 
 
