@@ -6,9 +6,11 @@
 
 For each config: the model is built here, exported with `save_hf_checkpoint` and loaded by
 `AutoModelForCausalLM` (so both sides use identical weights; the max |Δlogits| is printed as a
-check). Then, medians over `--repeats` timed runs after one warm-up/compile run each, ours and
-torch **interleaved** (ours, torch, ours, torch, ...) so machine load hits both alike; the ratio is
-the ratio of the medians, and the median of the pairwise ratios is printed beside it:
+check). Then, medians over `--repeats` timed rounds after two untimed rounds (the compile, then the
+first calls after the other side's first call: `WARMUP_ROUNDS`), ours and torch **interleaved**, in
+position-balanced order (ours, torch; torch, ours; ...) so machine load and whatever one side leaves
+behind for the next hit both alike; the ratio is the ratio of the medians, and the median of the
+same-round ratios is printed beside it:
 * train step: next-token cross-entropy + AdamW on a [batch, seq] batch - ours `ShardedTrainer`
   (jitted, donated, on a mesh over all local devices) vs torch `loss.backward(); AdamW.step()`;
 * decode, at each `--decode` point BxN (rows x new tokens after a `--prompt`-token prompt, prefill
@@ -134,21 +136,29 @@ def median_time(fn, repeats: int) -> float:
     return interleaved({"x": fn}, repeats)["x"]
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
-    """Median seconds of each fn over `repeats` rounds, the fns run in turn within a round (after one
-    warm-up/compile call each), plus "pairwise" medians of time/first-fn-time per round."""
-    for fn in fns.values():
-        fn()
+# Untimed rounds before the timed ones. One is the compile; the second is needed because a function's
+# first call after the other framework's first call can be several times its steady time (ours after
+# torch's first train step: ~0.8-1.0 s against ~0.17 s, 2026-12-06), an outlier that would land in
+# the timed rounds of one side only. Their times are returned ("warmup") and printed in the json rows.
+WARMUP_ROUNDS = 2
 
+
+def interleaved(fns: dict, repeats: int) -> dict:
+    """Median seconds of each fn over `repeats` rounds, the fns run in turn within a round, the order
+    reversed every other round (`balanced`), after `WARMUP_ROUNDS` untimed rounds; plus "pairwise"
+    medians of time/first-fn-time per round and the "warmup" rounds' seconds per fn."""
     def timed(fn):
         t0 = time.perf_counter()
         fn()
         return time.perf_counter() - t0
 
-    times = interleaved_samples({k: lambda fn=fn: timed(fn) for k, fn in fns.items()}, repeats)
+    samplers = {k: lambda fn=fn: timed(fn) for k, fn in fns.items()}
+    warmup = interleaved_samples(samplers, WARMUP_ROUNDS)
+    times = interleaved_samples(samplers, repeats, balanced=True)
     first = times[next(iter(fns))]
     out = {k: statistics.median(v) for k, v in times.items()}
     out["pairwise"] = {k: pairwise_median(v, first) for k, v in times.items()}
+    out["warmup"] = warmup
     return out
 
 
@@ -313,6 +323,7 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
         if theirs:
             row.update(torch_train_tok_s=tokens / t["torch"], torch_train_gflops=tokens / t["torch"] * fpt / 1e9,
                        train_ratio=t["torch"] / t["ours"], train_ratio_pairwise=t["pairwise"]["torch"])
+        row["train_warmup_s"] = {k: [round(x, 4) for x in v] for k, v in t["warmup"].items()}
     if not args.skip_decode:
         row["decode"] = []
         for point in args.decode:
@@ -330,6 +341,7 @@ def bench_config(name: str, args, peak_gflops: float | None) -> dict:
             if theirs:
                 d.update(hf_tok_s=tokens / t["hf_greedy"], ratio=t["hf_greedy"] / t["greedy"],
                          ratio_pairwise=t["pairwise"]["hf_greedy"], hf_step_ms=t["hf_greedy"] / point[1] * 1e3)
+            d["warmup_s"] = {k: [round(x, 4) for x in v] for k, v in t["warmup"].items()}
             row["decode"].append(d)
     row["load_end"], row["steal"] = load_1min(), window.steal()
     return row

@@ -143,7 +143,7 @@ def train_step(cfg, batch_size: int, seq: int):
 
 
 def profile(run, hlo_text: str, steps: int, repeats: int) -> dict:
-    step_s = median_time(run, repeats) / steps   # bench_model's timing: one warm-up call, then the median
+    step_s = median_time(run, repeats) / steps   # bench_model's timing: untimed warm-up rounds, then the median
     instructions = hlo_instructions(hlo_text)
     events = traced_events(run)
     selfs, calls = self_times(events, set(instructions))

@@ -6,12 +6,15 @@ from __future__ import annotations
 import statistics
 
 
-def interleaved_samples(samplers: dict, repeats: int) -> dict:
-    """{name: [sample of each round]}: each sampler called once a round, in order, for `repeats` rounds."""
+def interleaved_samples(samplers: dict, repeats: int, *, balanced: bool = False) -> dict:
+    """{name: [sample of each round]}: each sampler called once a round, in turn, for `repeats` rounds.
+    `balanced`: odd rounds call them in reverse order, so each runs first and last equally often
+    (whatever one leaves behind for the next, warm caches or busy threads, falls on both alike)."""
     samples = {name: [] for name in samplers}
-    for _ in range(repeats):
-        for name, sample in samplers.items():
-            samples[name].append(sample())
+    for r in range(repeats):
+        names = list(samplers)
+        for name in (reversed(names) if balanced and r % 2 else names):
+            samples[name].append(samplers[name]())
     return samples
 
 

@@ -88,3 +88,24 @@ def test_interleaved_samples_take_one_sample_of_each_per_round_in_turn():
     assert calls == ["a", "b"] * 3
     assert got == {"a": [1, 3, 5], "b": [20, 40, 60]}
     assert timing.pairwise_median(got["b"], got["a"]) == pytest.approx(40 / 3)
+
+
+def test_balanced_rounds_alternate_the_order_and_keep_samples_by_round():
+    import timing
+
+    calls = []
+    got = timing.interleaved_samples({"a": lambda: calls.append("a") or len(calls),
+                                      "b": lambda: calls.append("b") or 10 * len(calls)}, 3, balanced=True)
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert got == {"a": [1, 4, 5], "b": [20, 30, 60]}
+
+
+def test_bench_models_rounds_warm_up_twice_untimed_then_alternate_the_order():
+    import bench_model
+
+    calls = []
+    out = bench_model.interleaved({"ours": lambda: calls.append("ours"), "torch": lambda: calls.append("torch")}, 3)
+    warm = ["ours", "torch"] * bench_model.WARMUP_ROUNDS
+    assert calls == warm + ["ours", "torch", "torch", "ours", "ours", "torch"]
+    assert {k: len(v) for k, v in out["warmup"].items()} == {"ours": 2, "torch": 2}
+    assert set(out["pairwise"]) == {"ours", "torch"} and out["pairwise"]["ours"] == 1.0
