@@ -124,6 +124,16 @@ def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | N
                           with_entropy=with_entropy, valid_vocab_size=valid_vocab_size)
 
 
+def _head_weight_grad(h, dlogits):
+    """h^T dlogits [E, V] in fp32, for h [N, E] and dlogits [N, V]. On CPU h^T is made a copy first:
+    as one contraction over both operands' leading axis, XLA:CPU runs it off its fast GEMM path
+    (the 20m CE gradient took 1.2-1.3x as long: benchmarks/bench_ce.py); the copy is 1/V of the work."""
+    if jax.default_backend() == "cpu":
+        h_t = jax.lax.optimization_barrier(h.T)  # the barrier keeps XLA from folding it back into the dot
+        return jnp.dot(h_t, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
+    return jnp.einsum("ne,nv->ev", h, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
+
+
 def _ce_chunk(h, w, tgt, wt, valid: int):
     """One chunk of `fused_ce_sum`: h [B,c,E], tgt/wt [B,c]. Returns (log-probs [B,c], d/dh
     [B,c,E], d/dw [E,V] fp32) of sum(-wt * logp), the gradients from the chunk's own softmax."""
@@ -141,7 +151,7 @@ def _ce_chunk(h, w, tgt, wt, valid: int):
     if valid < logits.shape[-1]:  # as autodiff through the mask: no gradient into padded columns
         dlogits = jnp.where(ids < valid, dlogits, 0.0)
     dh = jnp.einsum("nv,ev->ne", dlogits.astype(w.dtype), w, preferred_element_type=jnp.float32)
-    dw = jnp.einsum("ne,nv->ev", h, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
+    dw = _head_weight_grad(h, dlogits)
     return logp.reshape(shape[:-1]), dh.astype(h.dtype).reshape(shape), dw
 
 

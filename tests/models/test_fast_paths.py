@@ -269,6 +269,20 @@ def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid):
         np.testing.assert_allclose(np.asarray(a), np.asarray(r), atol=reorder_tol(scale, v + b * t))
 
 
+def test_head_weight_grad_is_the_same_product_on_every_backend(monkeypatch):
+    from hr1_jax.models import logprobs
+
+    ks = jax.random.split(jax.random.key(5), 2)
+    h, dlogits = jax.random.normal(ks[0], (37, 16)), jax.random.normal(ks[1], (37, 50))
+    ref = np.asarray(h, np.float64).T @ np.asarray(dlogits, np.float64)
+    tol = reorder_tol(float(jnp.abs(h).max() * jnp.abs(dlogits).max()) * 37, 37)
+    for backend in ("cpu", "tpu"):   # a transposed copy first on CPU, one contraction elsewhere
+        monkeypatch.setattr(jax, "default_backend", lambda backend=backend: backend)
+        got = jax.jit(logprobs._head_weight_grad)(h, dlogits)
+        assert got.shape == (16, 50) and got.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(got), ref, atol=tol)
+
+
 def test_token_logprob_equals_the_gathered_log_softmax():
     x = jax.random.normal(jax.random.key(7), (5, 1000)) * 4
     x = x.at[1, 500:].set(NEG)   # masked ids, as the sampler's truncation leaves them
