@@ -7,18 +7,15 @@ inputs, in one process.
 
 Per shape (the heads of `bench_model.py`'s configs): `attention.causal_attention` on [batch, seq]
 with two left-padded rows, loss = sum(out * cotangent), `jax.value_and_grad` over q, k, v, jitted.
-Both ways are timed interleaved (one call each per round, after a compile call), medians over
-`--repeats` rounds; the ratio is the baseline's median over ours, with the median of the same-round
-ratios beside it. The max |difference| of the outputs and gradients is printed as a check. Load at
+Both ways are timed interleaved (`ab_compare.compare`: one call each per round, in
+position-balanced rounds after two untimed ones), medians over `--repeats` rounds; the ratio is the
+baseline's median over ours, with the median of the same-round ratios beside it. The max |difference| of the outputs and gradients is printed as a check. Load at
 start and end and the steal share of all CPU time while timing are printed. Runs under the glibc
 malloc tunables and XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,9 +31,8 @@ import jax.numpy as jnp  # noqa: E402
 
 configure_jax()
 
+from ab_compare import compare, parse_shape_args, traced_with  # noqa: E402  (benchmarks/, the script's folder)
 from hr1_jax.models import attention  # noqa: E402
-from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
-from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 # (query heads, KV heads, head_dim) of bench_model.py's configs
 SHAPES = {"tiny": (4, 2, 16), "demo": (4, 2, 32), "20m": (4, 2, 64)}
@@ -55,16 +51,7 @@ def step_fn(core, valid, cotangent):
     def loss(q, k, v):
         return jnp.sum(attention.causal_attention(q, k, v, valid, q.shape[1]) * cotangent)
 
-    fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-    ours = attention._softmax_attend
-
-    def traced(*args):
-        attention._softmax_attend = core
-        try:
-            return fn(*args)
-        finally:
-            attention._softmax_attend = ours
-    return traced
+    return traced_with(attention, "_softmax_attend", core, jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))))
 
 
 def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
@@ -77,44 +64,18 @@ def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
     valid = jnp.arange(seq)[None] >= pads[:, None]
     fns = {"autodiff": step_fn(autodiff_softmax_attend, valid, cotangent),
            "ours": step_fn(attention._softmax_attend, valid, cotangent)}
-    results = {n: jax.block_until_ready(f(q, k, v)) for n, f in fns.items()}   # compile, and the check
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(results["autodiff"]),
-                                                                jax.tree.leaves(results["ours"])))
-
-    def sampler(f):
-        def sample():
-            t = time.perf_counter()
-            jax.block_until_ready(f(q, k, v))
-            return time.perf_counter() - t
-        return sample
-
-    window, load_start = CpuWindow(), load_text()
-    samples = interleaved_samples({n: sampler(f) for n, f in fns.items()}, repeats)
-    med = {n: statistics.median(s) for n, s in samples.items()}
-    return {"shape": name, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "max_abs_diff": diff,
-            "autodiff_ms": med["autodiff"] * 1e3, "ours_ms": med["ours"] * 1e3,
-            "ratio": med["autodiff"] / med["ours"],
-            "ratio_pairwise": pairwise_median(samples["autodiff"], samples["ours"]),
-            "load": f"{load_start} -> {load_text()}", "steal": window.steal_text()}
+    return {"shape": name, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim} \
+        | compare(fns, (q, k, v), repeats, baseline="autodiff")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="demo,20m", help=f"comma-separated, of {', '.join(SHAPES)}")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--repeats", type=int, default=9)
-    args = ap.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown or args.batch < 1 or args.seq < 2 or args.repeats < 1:
-        ap.error(f"bad arguments: unknown shapes {unknown}" if unknown else "batch >= 1, seq >= 2, repeats >= 1")
+    args = parse_shape_args(__doc__.splitlines()[0], SHAPES, argv)
     print(f"causal attention fwd+bwd [{args.batch} x {args.seq}], fp32, {jax.devices()[0].platform}; "
-          f"medians of {args.repeats}, interleaved; job malloc {'on' if job_malloc_requested() else 'off'}; "
-          f"baseline: autodiff through jax.nn.softmax")
+          f"medians of {args.repeats}, interleaved, position-balanced; job malloc "
+          f"{'on' if job_malloc_requested() else 'off'}; baseline: autodiff through jax.nn.softmax")
     print("| shape (heads / KV heads / head_dim) | autodiff ms | ours ms | autodiff / ours (pairwise) | max abs diff | load | steal |")
     print("|---|--:|--:|--:|--:|--|--|")
-    for name in shapes:
+    for name in args.shapes:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
         print(f"| {name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']}) | {r['autodiff_ms']:.2f} | {r['ours_ms']:.2f} "
               f"| {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) | {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |")

@@ -7,8 +7,8 @@ folds the transpose into (the form it replaced), same inputs, in one process.
 
 Per shape (hidden size and vocabulary of `bench_model.py`'s configs): `jax.value_and_grad` of
 `fused_ce_sum` over the hidden states and the head, jitted, 1024-token chunks (the trainer's
-default). Both ways are timed interleaved in position-balanced rounds (one call each per round,
-after two untimed rounds), medians over `--repeats` rounds; the ratio is the baseline's median over
+default). Both ways are timed interleaved (`ab_compare.compare`: one call each per round, in
+position-balanced rounds after two untimed ones), medians over `--repeats` rounds; the ratio is the baseline's median over
 ours, with the median of the same-round ratios beside it. The max |difference| of the loss and
 gradients is printed as a check. Load at start and end and the steal share of all CPU time while
 timing are printed. Runs under the glibc malloc tunables and XLA:CPU dispatch the launch scripts run
@@ -16,11 +16,8 @@ jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,9 +33,8 @@ import jax.numpy as jnp  # noqa: E402
 
 configure_jax()
 
+from ab_compare import compare, parse_shape_args, traced_with  # noqa: E402  (benchmarks/, the script's folder)
 from hr1_jax.models import logprobs  # noqa: E402
-from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
-from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 # (hidden size, vocabulary) of bench_model.py's configs
 SHAPES = {"tiny": (64, 256), "demo": (128, 1024), "20m": (256, 32000)}
@@ -57,16 +53,7 @@ def step_fn(weight_grad, targets, weights):
         # the unjitted body: a jitted fused_ce_sum would reuse its first trace for both ways
         return logprobs.fused_ce_sum.__wrapped__(hidden, head, targets, weights, chunk_tokens=CHUNK_TOKENS)
 
-    fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
-    ours = logprobs._head_weight_grad
-
-    def traced(*args):
-        logprobs._head_weight_grad = weight_grad
-        try:
-            return fn(*args)
-        finally:
-            logprobs._head_weight_grad = ours
-    return traced
+    return traced_with(logprobs, "_head_weight_grad", weight_grad, jax.jit(jax.value_and_grad(loss, argnums=(0, 1))))
 
 
 def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
@@ -78,47 +65,19 @@ def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
     weights = jnp.ones((batch, seq), jnp.float32).at[0, : seq // 4].set(0.0)   # a masked prefix
     fns = {"folded": step_fn(folded_weight_grad, targets, weights),
            "ours": step_fn(logprobs._head_weight_grad, targets, weights)}
-    results = {n: jax.block_until_ready(f(hidden, head)) for n, f in fns.items()}   # compile, and the check
-    diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(results["folded"]),
-                                                                jax.tree.leaves(results["ours"])))
-
-    def sampler(f):
-        def sample():
-            t = time.perf_counter()
-            jax.block_until_ready(f(hidden, head))
-            return time.perf_counter() - t
-        return sample
-
-    samplers = {n: sampler(f) for n, f in fns.items()}
-    interleaved_samples(samplers, 2)   # untimed: first calls after the other's
-    window, load_start = CpuWindow(), load_text()
-    samples = interleaved_samples(samplers, repeats, balanced=True)
-    med = {n: statistics.median(s) for n, s in samples.items()}
-    return {"shape": name, "hidden_size": hidden_size, "vocab": vocab, "max_abs_diff": diff,
-            "folded_ms": med["folded"] * 1e3, "ours_ms": med["ours"] * 1e3,
-            "ratio": med["folded"] / med["ours"],
-            "ratio_pairwise": pairwise_median(samples["folded"], samples["ours"]),
-            "load": f"{load_start} -> {load_text()}", "steal": window.steal_text()}
+    return {"shape": name, "hidden_size": hidden_size, "vocab": vocab} \
+        | compare(fns, (hidden, head), repeats, baseline="folded")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", default="demo,20m", help=f"comma-separated, of {', '.join(SHAPES)}")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--repeats", type=int, default=9)
-    args = ap.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown or args.batch < 1 or args.seq < 2 or args.repeats < 1:
-        ap.error(f"bad arguments: unknown shapes {unknown}" if unknown else "batch >= 1, seq >= 2, repeats >= 1")
+    args = parse_shape_args(__doc__.splitlines()[0], SHAPES, argv)
     print(f"fused LM head + CE, value and gradient [{args.batch} x {args.seq}], {CHUNK_TOKENS}-token chunks, fp32, "
           f"{jax.devices()[0].platform}; medians of {args.repeats}, interleaved, position-balanced; job malloc "
           f"{'on' if job_malloc_requested() else 'off'}; baseline: the head weight gradient as one folded contraction")
     print("| shape (hidden / vocab) | folded ms | ours ms | folded / ours (pairwise) | max abs diff | load | steal |")
     print("|---|--:|--:|--:|--:|--|--|")
     rows = []
-    for name in shapes:
+    for name in args.shapes:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
         rows.append(r)
         print(f"| {name} ({r['hidden_size']} / {r['vocab']}) | {r['folded_ms']:.2f} | {r['ours_ms']:.2f} "
