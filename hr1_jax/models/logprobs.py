@@ -21,8 +21,37 @@ import jax.numpy as jnp
 _NEG = -1e30  # finite "minus infinity": keeps exp()/gradients NaN-free for padded vocab columns
 
 
+def _head_logits(h, w):
+    """fp32 logits [..., V] of h [..., E] under the head w [E, V], as one 2-D matmul. On CPU with its
+    own VJP: the head weight gradient by `_head_weight_grad`, the hidden-state gradient as g w^T, both
+    from fp32 cotangents (autodiff took the slow path for both: benchmarks/bench_ce.py, its logprobs table)."""
+    shape = h.shape
+    h2 = h.reshape(-1, shape[-1])
+    logits = _head_logits_2d(h2, w) if jax.default_backend() == "cpu" else \
+        jnp.dot(h2, w, preferred_element_type=jnp.float32)
+    return logits.reshape(shape[:-1] + (w.shape[-1],))
+
+
+@jax.custom_vjp
+def _head_logits_2d(h, w):
+    return jnp.dot(h, w, preferred_element_type=jnp.float32)
+
+
+def _head_logits_2d_fwd(h, w):
+    return _head_logits_2d(h, w), (h, w)
+
+
+def _head_logits_2d_bwd(res, g):
+    h, w = res
+    dh = jnp.einsum("nv,ev->ne", g, w.astype(g.dtype), preferred_element_type=jnp.float32)
+    return dh.astype(h.dtype), _head_weight_grad(h.astype(g.dtype), g).astype(w.dtype)
+
+
+_head_logits_2d.defvjp(_head_logits_2d_fwd, _head_logits_2d_bwd)
+
+
 def _full_vocab(h, w, tgt, temperature, with_entropy, valid):
-    logits = jnp.dot(h, w, preferred_element_type=jnp.float32) / temperature  # [B, c, V]
+    logits = _head_logits(h, w) / temperature  # [B, c, V]
     if valid < logits.shape[-1]:
         logits = jnp.where(jnp.arange(logits.shape[-1]) < valid, logits, _NEG)
     lse = jax.nn.logsumexp(logits, axis=-1)
@@ -44,7 +73,7 @@ def _chunked_vocab(h, w, tgt, temperature, with_entropy, vocab_chunk, v):
         m, s, t, tl = carry
         wj = jax.lax.dynamic_slice_in_dim(wp, j * vocab_chunk, vocab_chunk, axis=1)
         ids = j * vocab_chunk + jnp.arange(vocab_chunk)
-        logits = jnp.dot(h, wj, preferred_element_type=jnp.float32) / temperature
+        logits = _head_logits(h, wj) / temperature
         logits = jnp.where(ids < v, logits, _NEG)
         m_new = jnp.maximum(m, logits.max(axis=-1))
         scale = jnp.exp(m - m_new)

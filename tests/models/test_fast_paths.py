@@ -283,6 +283,25 @@ def test_head_weight_grad_is_the_same_product_on_every_backend(monkeypatch):
         np.testing.assert_allclose(np.asarray(got), ref, atol=tol)
 
 
+def test_head_logits_values_and_gradients_on_every_backend(monkeypatch):
+    from hr1_jax.models import logprobs
+
+    ks = jax.random.split(jax.random.key(6), 3)
+    h, w, ct = jax.random.normal(ks[0], (3, 7, 16)), jax.random.normal(ks[1], (16, 50)), jax.random.normal(ks[2], (3, 7, 50))
+    h64, w64, ct64 = (np.asarray(x, np.float64) for x in (h, w, ct))
+    ref_dh, ref_dw = ct64 @ w64.T, np.einsum("bte,btv->ev", h64, ct64)
+    hm, wm, cm = (float(jnp.abs(x).max()) for x in (h, w, ct))
+    for backend in ("cpu", "tpu"):   # its own VJP on CPU, autodiff elsewhere
+        monkeypatch.setattr(jax, "default_backend", lambda backend=backend: backend)
+        logits, vjp = jax.vjp(jax.jit(lambda h, w: logprobs._head_logits(h, w)), h, w)
+        dh, dw = vjp(ct)
+        assert logits.dtype == jnp.float32 and dh.shape == h.shape and dw.shape == w.shape
+        # sums of 16 (logits), 50 (dh) and 21 (dw) products bounded by the inputs' magnitudes
+        np.testing.assert_allclose(np.asarray(logits), h64 @ w64, atol=reorder_tol(16 * hm * wm, 16))
+        np.testing.assert_allclose(np.asarray(dh), ref_dh, atol=reorder_tol(50 * cm * wm, 50))
+        np.testing.assert_allclose(np.asarray(dw), ref_dw, atol=reorder_tol(21 * hm * cm, 21))
+
+
 def test_token_logprob_equals_the_gathered_log_softmax():
     x = jax.random.normal(jax.random.key(7), (5, 1000)) * 4
     x = x.at[1, 500:].set(NEG)   # masked ids, as the sampler's truncation leaves them
