@@ -156,7 +156,7 @@ def sequence_logprobs(model, input_ids: jax.Array, attention_mask: jax.Array | N
 def _head_weight_grad(h, dlogits):
     """h^T dlogits [E, V] in fp32, for h [N, E] and dlogits [N, V]. On CPU h^T is made a copy first:
     as one contraction over both operands' leading axis, XLA:CPU runs it off its fast GEMM path
-    (the 20m CE gradient took 1.2-1.3x as long: benchmarks/bench_ce.py); the copy is 1/V of the work."""
+    (the 20m CE gradient took 1.2-1.4x as long: benchmarks/bench_ce.py); the copy is 1/V of the work."""
     if jax.default_backend() == "cpu":
         h_t = jax.lax.optimization_barrier(h.T)  # the barrier keeps XLA from folding it back into the dot
         return jnp.dot(h_t, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
