@@ -11,11 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from machine_state import CpuWindow, load_text
-from timing import interleaved_samples, pairwise_median
-
-# Untimed rounds before the timed ones: the compile, then each way's first call after the other's.
-WARMUP_ROUNDS = 2
-
+from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median
 
 def traced_with(module, name: str, impl, fn):
     """`fn` called with `module.<name>` set to `impl` while it runs, so a first (tracing) call of a
@@ -49,7 +45,7 @@ def compare(fns: dict, args: tuple, repeats: int, baseline: str) -> dict:
 
     samplers = {n: sampler(f) for n, f in fns.items()}
     interleaved_samples(samplers, WARMUP_ROUNDS)
-    window, load_start = CpuWindow(), load_text()
+    window, load_start = CpuWindow(), load_text()   # after the untimed rounds: the timed ones' load
     samples = interleaved_samples(samplers, repeats, balanced=True)
     out = {f"{n}_ms": statistics.median(s) * 1e3 for n, s in samples.items()}
     return out | {"max_abs_diff": diff, "ratio": out[f"{baseline}_ms"] / out["ours_ms"],

@@ -7,7 +7,7 @@
 For each config: the model is built here, exported with `save_hf_checkpoint` and loaded by
 `AutoModelForCausalLM` (so both sides use identical weights; the max |Δlogits| is printed as a
 check). Then, medians over `--repeats` timed rounds after two untimed rounds (the compile, then the
-first calls after the other side's first call: `WARMUP_ROUNDS`), ours and torch **interleaved**, in
+first calls after the other side's first call: `timing.WARMUP_ROUNDS`), ours and torch **interleaved**, in
 position-balanced order (ours, torch; torch, ours; ...) so machine load and whatever one side leaves
 behind for the next hit both alike; the ratio is the ratio of the medians, and the median of the
 same-round ratios is printed beside it:
@@ -99,7 +99,7 @@ from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 from machine_state import CpuWindow, format_share, load_1min, load_text  # noqa: E402  (benchmarks/, the script's folder)
 from targets import model_lines  # noqa: E402
-from timing import interleaved_samples, pairwise_median  # noqa: E402
+from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median  # noqa: E402
 
 CONFIGS = {
     # the `hr1 demo` engineer (configs/demo.py): 0.5M parameters, tied embeddings
@@ -136,16 +136,9 @@ def median_time(fn, repeats: int) -> float:
     return interleaved({"x": fn}, repeats)["x"]
 
 
-# Untimed rounds before the timed ones. One is the compile; the second is needed because a function's
-# first call after the other framework's first call can be several times its steady time (ours after
-# torch's first train step: ~0.8-1.0 s against ~0.17 s, 2026-12-06), an outlier that would land in
-# the timed rounds of one side only. Their times are returned ("warmup") and printed in the json rows.
-WARMUP_ROUNDS = 2
-
-
 def interleaved(fns: dict, repeats: int) -> dict:
     """Median seconds of each fn over `repeats` rounds, the fns run in turn within a round, the order
-    reversed every other round (`balanced`), after `WARMUP_ROUNDS` untimed rounds; plus "pairwise"
+    reversed every other round, after `timing.WARMUP_ROUNDS` untimed rounds; plus "pairwise"
     medians of time/first-fn-time per round and the "warmup" rounds' seconds per fn."""
     def timed(fn):
         t0 = time.perf_counter()

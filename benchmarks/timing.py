@@ -21,3 +21,10 @@ def interleaved_samples(samplers: dict, repeats: int, *, balanced: bool = False)
 def pairwise_median(values, base) -> float:
     """Median over rounds of value / base in the same round."""
     return statistics.median(v / b for v, b in zip(values, base))
+
+
+# Untimed rounds before the timed ones: the compile, then each way's first call after the other's
+# first call, which can be several times its steady time (ours after torch's first train step in
+# bench_model.py: ~0.8-1.0 s against ~0.17 s, 2026-12-06) and would land in one side's timed rounds only.
+WARMUP_ROUNDS = 2
+

@@ -105,7 +105,9 @@ def test_bench_models_rounds_warm_up_twice_untimed_then_alternate_the_order():
 
     calls = []
     out = bench_model.interleaved({"ours": lambda: calls.append("ours"), "torch": lambda: calls.append("torch")}, 3)
-    warm = ["ours", "torch"] * bench_model.WARMUP_ROUNDS
+    import timing
+
+    warm = ["ours", "torch"] * timing.WARMUP_ROUNDS
     assert calls == warm + ["ours", "torch", "torch", "ours", "ours", "torch"]
     assert {k: len(v) for k, v in out["warmup"].items()} == {"ours": 2, "torch": 2}
     assert set(out["pairwise"]) == {"ours", "torch"} and out["pairwise"]["ours"] == 1.0
