@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from envs.alfworld import actions as A
-from envs.alfworld import engine_memo
+from envs.alfworld import downward_libs, engine_memo
 from envs.alfworld import tasks as T
 from envs.alfworld.world import Tracker
 from envs.base import Action, Environment, StepResult, Task
@@ -104,6 +104,7 @@ class ALFWorldEnv(Environment):
     # --- episode -------------------------------------------------------------------------------
     def _open_game(self, path: Path):
         engine_memo.install(self.root / "sas_cache")
+        downward_libs.install()
         import textworld
         import textworld.gym
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos

@@ -1,4 +1,5 @@
-"""The TextWorld memos (envs/alfworld/engine_memo.py) change how fast the engine talks, never what it says."""
+"""The TextWorld memos (envs/alfworld/engine_memo.py) and the reused fast-downward library copies
+(envs/alfworld/downward_libs.py) change how fast the engine talks, never what it says."""
 import json
 import os
 import subprocess
@@ -17,11 +18,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Plays 3 tasks twice each (first play parses and translates, the second replays from the memos), the
 # second time under a shipped Harness-R1 patch (hooks read every observation), and prints every
-# episode's trajectory, final state and counts as JSON, with what the memos did in this process.
+# episode's trajectory, final state and counts as JSON, with what the memos did in this process and
+# the fast-downward library copies it loaded, reused and holds mapped at the end.
 EPISODES = r"""
 import json, sys
 import ml_collections
-from envs.alfworld import engine_memo
+from envs.alfworld import downward_libs, engine_memo
 from envs.alfworld.config import defaults
 from envs.alfworld.env import ALFWorldEnv
 from envs.alfworld.scripted import ScriptedAgent
@@ -38,15 +40,18 @@ import textworld.envs.pddl.textgen as textgen
 memo = isinstance(textgen._PARSER, engine_memo.MemoParser)
 print(json.dumps({"episodes": [{k: e[k] for k in ("trajectory", "actions", "final", "counts", "reward", "status")} for e in out],
                   "memo": memo, "hits": textgen._PARSER.cache_info().hits if memo else 0,
-                  "shallow": engine_memo.shallow_contexts(), "translations": engine_memo.translations},
+                  "shallow": engine_memo.shallow_contexts(), "translations": engine_memo.translations,
+                  "libs": downward_libs.counts,
+                  "mapped": len({l.split(None, 5)[-1] for l in open("/proc/self/maps") if "libdownward" in l})},
                  sort_keys=True, default=str))
 """
 
 
 def _play(memo: bool, sas_cache) -> dict:
+    """The episodes, with the memos and library reuse on, or both off (TextWorld as it is)."""
     patch = next((REPO / "hr1_jax/patch/reference_patches/examples/heldout_generalization").glob("*/seed*/alfworld.json"))
     env = dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1" if memo else "0", HR1_ALFWORLD_SAS_CACHE=str(sas_cache),
-               PYTHONPATH=str(REPO))
+               HR1_ALFWORLD_LIB_REUSE="1" if memo else "0", PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", EPISODES, str(patch)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -57,12 +62,14 @@ def test_episodes_are_the_same_with_and_without_the_memos(tmp_path):
     cache = tmp_path / "sas_cache"
     plain = _play(memo=False, sas_cache=cache)
     assert not plain["memo"] and not cache.exists()          # the engine as it is: nothing kept on disk
+    assert plain["libs"] == {"loaded": 0, "reused": 0} and plain["mapped"] == 6   # a copy per game, all kept
     written = _play(memo=True, sas_cache=cache)              # translates each game once, writes it
     read = _play(memo=True, sas_cache=cache)                 # a later process: every translation from disk
     assert written["translations"] == {"translated": 6, "from_disk": 0} and len(list(cache.glob("*.sas.z"))) == 6
     assert read["translations"] == {"translated": 0, "from_disk": 6}
     for memo in (written, read):
         assert memo["memo"] and memo["hits"] > 0 and memo["shallow"]
+        assert memo["libs"] == {"loaded": 1, "reused": 5} and memo["mapped"] == 1   # one copy, game after game
         assert len(memo["episodes"]) == 6
         assert any(e["counts"].get("hook_calls") for e in memo["episodes"])   # the patch's hooks ran
         for a, b in zip(plain["episodes"], memo["episodes"]):
