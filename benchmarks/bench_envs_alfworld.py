@@ -8,13 +8,16 @@ Prints the median reset time, step time, episode time and steps per episode, and
 the same tasks and prints, per patch, success next to the unpatched baseline and the hook
 exception rate (errors + time-outs over hook calls).
 
-With --compare it times the engine memos (envs/alfworld/engine_memo.py) against the engine with
-the PDDL translation memo alone (`HR1_ALFWORLD_ENGINE_MEMO=0`, the code before the parse, context
-and on-disk translation memos), the memos run twice: with an empty translation folder (a machine's
-first play of these games) and with every translation already stored (any later process). Each
-round starts one fresh process per engine, the order rotating, and each process plays the batch
-twice: the first play of every game (as in a fresh rollout worker) and a replay (as a rerun of the
-same tasks). It prints the medians over rounds, the median of the rounds' ratios to the baseline,
+With --compare it times the engine memos (envs/alfworld/engine_memo.py) and the reused
+fast-downward library copies (envs/alfworld/downward_libs.py) against the engine with the PDDL
+translation memo alone and a library copy per game (`HR1_ALFWORLD_ENGINE_MEMO=0`,
+`HR1_ALFWORLD_LIB_REUSE=0`: the code before both), the memos with an empty translation folder (a
+machine's first play of these games) and with every translation already stored (any later
+process), the latter also with a library copy per game. Each round starts one fresh process per
+engine, the order rotating, and each process plays the batch twice: the first play of every game
+(as in a fresh rollout worker) and a replay (as a rerun of the same tasks). It prints the medians
+over rounds, the median of the rounds' ratios to the baseline and of reuse against a copy per game,
+what each process held at the end (library copies mapped, memory growth per replayed episode),
 whether every process played the very same episodes, and the load.
 """
 from __future__ import annotations
@@ -90,6 +93,7 @@ def child(env, tasks, agent_cfg, seed) -> dict:
     t0 = time.perf_counter()
     first = run_batch(env, tasks, agent_cfg, seed)
     first_s = time.perf_counter() - t0
+    rss_first = rss_mb()
     env.reset_s.clear()
     env.step_s.clear()
     t0 = time.perf_counter()
@@ -97,22 +101,37 @@ def child(env, tasks, agent_cfg, seed) -> dict:
     replay_s = time.perf_counter() - t0
     return {"first_s": first_s, "replay_s": replay_s, "reset_ms": 1e3 * statistics.median(env.reset_s),
             "step_ms": 1e3 * statistics.median(env.step_s), "steps": len(env.step_s),
+            "lib_copies": library_copies(), "growth_mb": (rss_mb() - rss_first) / len(replay),
             "sha": [_episodes_sha(first), _episodes_sha(replay)]}
 
 
-BASELINE = "translation memo only"
-# name: the translation folder its processes use (None: HR1_ALFWORLD_ENGINE_MEMO=0, the engine with the
-# in-process translation memo alone); "empty" is a fresh folder per process, "stored" the prefilled one
-ENGINES = {BASELINE: None, "engine memos, no translation on disk": "empty",
-           "engine memos, translations on disk": "stored"}
+def library_copies() -> int:
+    """fast-downward library files this process has mapped (each loaded copy is its own file)."""
+    with open("/proc/self/maps") as f:
+        return len({line.split(None, 5)[-1] for line in f if "libdownward" in line})
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+BASELINE = "translation memo only, a library copy per game"
+REUSED, PER_GAME = "engine memos, translations on disk", "engine memos, translations on disk, a library copy per game"
+# name: (the translation folder its processes use, library copies reused); folder None:
+# HR1_ALFWORLD_ENGINE_MEMO=0, the engine with the in-process translation memo alone; "empty" is a
+# fresh folder per process, "stored" the prefilled one
+ENGINES = {BASELINE: (None, False), "engine memos, no translation on disk": ("empty", True),
+           PER_GAME: ("stored", False), REUSED: ("stored", True)}
 KEYS = ("first_s", "replay_s", "reset_ms", "step_ms")
 
 
-def _engine_env(folder_kind: str | None, folder: str, rnd: int) -> dict:
+def _engine_env(folder_kind: str | None, reuse: bool, folder: str, rnd: int) -> dict:
+    env = dict(os.environ, HR1_ALFWORLD_LIB_REUSE="1" if reuse else "0")
     if folder_kind is None:
-        return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="0")
+        return dict(env, HR1_ALFWORLD_ENGINE_MEMO="0")
     sub = f"empty{rnd}" if folder_kind == "empty" else "stored"
-    return dict(os.environ, HR1_ALFWORLD_ENGINE_MEMO="1", HR1_ALFWORLD_SAS_CACHE=os.path.join(folder, sub))
+    return dict(env, HR1_ALFWORLD_ENGINE_MEMO="1", HR1_ALFWORLD_SAS_CACHE=os.path.join(folder, sub))
 
 
 def _run_child(argv, env) -> dict | None:
@@ -125,35 +144,43 @@ def _run_child(argv, env) -> dict | None:
 
 
 def compare(args, argv) -> int:
-    print(f"alfworld engine memos vs {BASELINE}: {args.tasks} tasks of {args.split}, seed {args.seed}, "
-          f"{args.rounds} rounds of fresh processes (order rotating); load {load_text()}")
+    print(f"alfworld engine memos and reused library copies vs {BASELINE}: {args.tasks} tasks of {args.split}, "
+          f"seed {args.seed}, {args.rounds} rounds of fresh processes (order rotating); load {load_text()}")
     runs = {name: [] for name in ENGINES}
     with tempfile.TemporaryDirectory() as folder:
-        if _run_child(argv, _engine_env("stored", folder, 0)) is None:   # stores every game's translation
+        if _run_child(argv, _engine_env("stored", True, folder, 0)) is None:   # stores every game's translation
             return 1
         window = CpuWindow()
         for rnd in range(args.rounds):
             names = list(ENGINES)
-            for name in names[rnd % 3:] + names[:rnd % 3]:
-                run = _run_child(argv, _engine_env(ENGINES[name], folder, rnd))
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                run = _run_child(argv, _engine_env(*ENGINES[name], folder, rnd))
                 if run is None:
                     return 1
                 runs[name].append(run)
-    med = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS} for name, rs in runs.items()}
-    ratio = {name: {k: statistics.median(b[k] / m[k] for b, m in zip(runs[BASELINE], rs)) for k in KEYS}
-             for name, rs in runs.items() if name != BASELINE}
-    print("\n| engine | first play s | replay s | reset ms (replay) | step ms (replay) |")
-    print("|---|--:|--:|--:|--:|")
+    held = ("lib_copies", "growth_mb")
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS + held} for name, rs in runs.items()}
+
+    def ratios(base: str, name: str) -> dict:
+        return {k: statistics.median(b[k] / m[k] for b, m in zip(runs[base], runs[name])) for k in KEYS}
+
+    ratio = {name: ratios(BASELINE, name) for name in runs if name != BASELINE}
+    reuse = ratios(PER_GAME, REUSED)
+    print("\n| engine | first play s | replay s | reset ms (replay) | step ms (replay) | library copies mapped | "
+          "memory growth MB per replayed episode |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
     for name, m in med.items():
-        print(f"| {name} | {m['first_s']:.2f} | {m['replay_s']:.2f} | {m['reset_ms']:.1f} | {m['step_ms']:.1f} |")
-    for name, r in ratio.items():
+        print(f"| {name} | {m['first_s']:.2f} | {m['replay_s']:.2f} | {m['reset_ms']:.1f} | {m['step_ms']:.1f} | "
+              f"{m['lib_copies']:.0f} | {m['growth_mb']:.2f} |")
+    for name, r in list(ratio.items()) + [(f"{REUSED}: reuse over a copy per game", reuse)]:
         print(f"| speedup, {name} (median of the rounds' ratios) | {r['first_s']:.2f}x | {r['replay_s']:.2f}x | "
-              f"{r['reset_ms']:.2f}x | {r['step_ms']:.2f}x |")
+              f"{r['reset_ms']:.2f}x | {r['step_ms']:.2f}x | | |")
     shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
     same = len(shas) == 1
     print(f"\nsame episodes in every process and play: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
           f"{runs[BASELINE][0]['steps']} steps a play; load after {load_text()}, steal {window.steal_text()}")
-    print("BENCH_ALFWORLD_MEMO " + json.dumps({"medians": med, "ratios": ratio, "same_episodes": same}))
+    print("BENCH_ALFWORLD_MEMO " + json.dumps({"medians": med, "ratios": ratio, "reuse_ratios": reuse,
+                                               "same_episodes": same}))
     return 0 if same else 1
 
 
@@ -167,7 +194,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference-patches", action="store_true")
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR)
-    ap.add_argument("--compare", action="store_true", help="engine memos vs translation memo only")
+    ap.add_argument("--compare", action="store_true", help="engine memos and reused library copies vs neither")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
