@@ -36,11 +36,9 @@ counts = {"loaded": 0, "reused": 0}   # this process's copies: loaded anew, hand
 def install() -> None:
     """Reuse closed games' library copies in this process (once per process); see the module docstring."""
     global _installed
-    if _installed:
+    if _installed or os.environ.get("HR1_ALFWORLD_LIB_REUSE", "1") == "0":
         return
     _installed = True
-    if os.environ.get("HR1_ALFWORLD_LIB_REUSE", "1") == "0":
-        return
     import fast_downward
     import textworld.core
     from textworld.envs.pddl import pddl
