@@ -1,6 +1,6 @@
 """Work the TextWorld engine repeats in every ALFWorld reset and step, done once per process (or machine).
 
-`install()` (idempotent, called before a game opens) memoises three things. None of them changes
+`install()` (idempotent, called before a game opens) memoises four things. None of them changes
 what the engine says: tests/envs/test_alfworld_engine_memo.py plays the same episodes with and
 without them and compares every observation, admissible list and reward.
 
@@ -24,6 +24,12 @@ without them and compares every observation, admissible list and reward.
   Every expression parsed is checked first (`pure_read`); the first that is not a plain read turns
   this process back to deep copies. A grammar's rules are parsed when its game loads and a template
   when its derivation starts, so the switch always comes before such an expression is evaluated.
+* **The initial state, built twice.** `PddlEnv.load` builds the game's initial `PddlState` (its task
+  loaded into the fast-downward library, every fact read back from it) and `PddlEnv.reset`, which
+  always follows, builds the same state again from the same problem, logic and library: most of a
+  reset. The reset now takes the state the load built, which nothing can have changed (no action
+  runs before a reset). The handover sits where `PddlEnv` calls `PddlState`: its module sees the
+  logic module through `_LogicForPddlEnv`, which passes every other name through.
 
 `benchmarks/bench_envs_alfworld.py --compare` times episodes with the memos against the engine with
 the in-process translation memo alone, in fresh processes. `HR1_ALFWORLD_ENGINE_MEMO=0` leaves the
@@ -54,22 +60,26 @@ DOCUMENT_PARSES = 32     # whole PDDL domain documents (one per game, large)
 _PURE = (ast.Expression, ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.BinOp, ast.Add,
          ast.BoolOp, ast.And, ast.Or)
 
-_installed = False
+_installed = False        # the translation memo (in every process)
+_memos_installed = False  # the rest (not under HR1_ALFWORLD_ENGINE_MEMO=0)
 _shallow_contexts = True
 translations = {"translated": 0, "from_disk": 0}   # this process's PDDL translations, by where they came from
+initial_states = {"reused": 0}   # resets that took the state their game's load built
 
 
 def install(translations_dir: str | Path | None = None) -> None:
-    """Install the memos (once per process; the first call's folder counts); see the module docstring."""
-    global _installed
-    if _installed:
-        return
+    """Install the memos (once per process; the first call's folder counts; the memos other than the
+    translation's at the first call without HR1_ALFWORLD_ENGINE_MEMO=0); see the module docstring."""
+    global _installed, _memos_installed
     on = os.environ.get("HR1_ALFWORLD_ENGINE_MEMO", "1") != "0"
-    folder = os.environ.get("HR1_ALFWORLD_SAS_CACHE", str(translations_dir or ""))
-    _install_translation_memo(_writable(folder) if on and folder else None)
-    if on:
+    if not _installed:
+        folder = os.environ.get("HR1_ALFWORLD_SAS_CACHE", str(translations_dir or ""))
+        _install_translation_memo(_writable(folder) if on and folder else None)
+        _installed = True
+    if on and not _memos_installed:
         _install_parse_memos()
-    _installed = True
+        _install_initial_state_handover()
+        _memos_installed = True
 
 
 def _writable(folder: str) -> Path | None:
@@ -251,3 +261,43 @@ def _expressions(textgen, symbols):
             todo.append(symbol.expression)
         elif isinstance(symbol, textgen.ListSymbol):
             todo.append(symbol.symbol)
+
+
+class _LogicForPddlEnv:
+    """`textworld.envs.pddl.logic` as `textworld.envs.pddl.pddl` sees it: every name passed through,
+    and `PddlState` handing a reset the state its game's load built (see the module docstring)."""
+
+    def __init__(self, module):
+        self._module = module
+        # id(library copy) -> (the copy, the state its game's load built); holding the copy keeps its id its own
+        self._loaded: dict[int, tuple] = {}
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def loaded(self, state) -> None:
+        self._loaded[id(state.downward_lib)] = (state.downward_lib, state)
+
+    def PddlState(self, downward_lib, pddl_problem, logic):
+        _, state = self._loaded.pop(id(downward_lib), (None, None))
+        if state is not None and state.pddl_problem is pddl_problem and state._logic is logic:
+            initial_states["reused"] += 1
+            return state
+        return self._module.PddlState(downward_lib, pddl_problem, logic)
+
+
+def _install_initial_state_handover() -> None:
+    from textworld.envs.pddl import pddl
+    if not all(hasattr(pddl, name) for name in ("pddl_logic", "PddlEnv")):
+        log.warning("TextWorld's PDDL env differs from the pinned one; ALFWorld resets build their state anew")
+        return
+    logic = _LogicForPddlEnv(pddl.pddl_logic)
+    load = pddl.PddlEnv.load
+
+    def load_and_keep(env, *args, **kwargs):
+        load(env, *args, **kwargs)
+        logic.loaded(env._pddl_state)
+
+    pddl.pddl_logic = logic
+    pddl.PddlEnv.load = load_and_keep
+

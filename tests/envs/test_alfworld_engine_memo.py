@@ -41,6 +41,7 @@ memo = isinstance(textgen._PARSER, engine_memo.MemoParser)
 print(json.dumps({"episodes": [{k: e[k] for k in ("trajectory", "actions", "final", "counts", "reward", "status")} for e in out],
                   "memo": memo, "hits": textgen._PARSER.cache_info().hits if memo else 0,
                   "shallow": engine_memo.shallow_contexts(), "translations": engine_memo.translations,
+                  "initial_states": engine_memo.initial_states,
                   "libs": downward_libs.counts,
                   "mapped": len({l.split(None, 5)[-1] for l in open("/proc/self/maps") if "libdownward" in l})},
                  sort_keys=True, default=str))
@@ -63,6 +64,7 @@ def test_episodes_are_the_same_with_and_without_the_memos(tmp_path):
     plain = _play(memo=False, sas_cache=cache)
     assert not plain["memo"] and not cache.exists()          # the engine as it is: nothing kept on disk
     assert plain["libs"] == {"loaded": 0, "reused": 0} and plain["mapped"] == 6   # a copy per game, all kept
+    assert plain["initial_states"] == {"reused": 0}
     written = _play(memo=True, sas_cache=cache)              # translates each game once, writes it
     read = _play(memo=True, sas_cache=cache)                 # a later process: every translation from disk
     assert written["translations"] == {"translated": 6, "from_disk": 0} and len(list(cache.glob("*.sas.z"))) == 6
@@ -70,6 +72,7 @@ def test_episodes_are_the_same_with_and_without_the_memos(tmp_path):
     for memo in (written, read):
         assert memo["memo"] and memo["hits"] > 0 and memo["shallow"]
         assert memo["libs"] == {"loaded": 1, "reused": 5} and memo["mapped"] == 1   # one copy, game after game
+        assert memo["initial_states"] == {"reused": 6}       # every reset took the state its load built
         assert len(memo["episodes"]) == 6
         assert any(e["counts"].get("hook_calls") for e in memo["episodes"])   # the patch's hooks ran
         for a, b in zip(plain["episodes"], memo["episodes"]):
@@ -124,6 +127,7 @@ def test_pure_read(expression, pure):
 
 
 def test_a_grammar_expression_that_writes_turns_contexts_back_to_deep_copies(monkeypatch):
+    monkeypatch.delenv("HR1_ALFWORLD_ENGINE_MEMO", raising=False)
     engine_memo.install()
     import textworld.envs.pddl.textgen as textgen
     monkeypatch.setattr(engine_memo, "_shallow_contexts", True)
@@ -143,7 +147,8 @@ def test_a_grammar_expression_that_writes_turns_contexts_back_to_deep_copies(mon
     assert entity.name == "apple"                  # the write reached a deep copy, not the game's entity
 
 
-def test_context_copies_share_the_entities_but_not_the_dicts_a_derivation_extends():
+def test_context_copies_share_the_entities_but_not_the_dicts_a_derivation_extends(monkeypatch):
+    monkeypatch.delenv("HR1_ALFWORLD_ENGINE_MEMO", raising=False)
     engine_memo.install()
     import textworld.envs.pddl.textgen as textgen
     entity, placeholder = object(), object()
@@ -161,3 +166,28 @@ def test_context_copies_share_the_entities_but_not_the_dicts_a_derivation_extend
 def test_a_translation_that_cannot_be_stored_is_only_left_uncached(tmp_path):
     engine_memo.write_sas(tmp_path / "gone" / "x.sas.z", "begin_version\n3\nend_version\n")   # no such folder
     assert not (tmp_path / "gone").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_reset_takes_the_state_its_load_built_once_and_no_other():
+    from types import SimpleNamespace
+
+    class Logic:   # stands in for textworld.envs.pddl.logic
+        built = 0
+        GameLogic = "passed through"
+
+        @staticmethod
+        def PddlState(downward_lib, pddl_problem, logic):
+            Logic.built += 1
+            return SimpleNamespace(downward_lib=downward_lib, pddl_problem=pddl_problem, _logic=logic)
+
+    logic = engine_memo._LogicForPddlEnv(Logic)
+    lib, problem, game = object(), "(define (problem p))", object()
+    loaded = logic.PddlState(lib, problem, game)           # load
+    logic.loaded(loaded)
+    assert logic.PddlState(lib, problem, game) is loaded    # the reset after it
+    assert logic.PddlState(lib, problem, game) is not loaded and Logic.built == 2   # a later reset builds anew
+    for other in ((object(), problem, game), (lib, "(define (problem q))", game), (lib, problem, object())):
+        logic.loaded(loaded)
+        assert logic.PddlState(*other) is not loaded        # another copy, problem or logic: not that game's state
+    assert logic.GameLogic == "passed through"
+
