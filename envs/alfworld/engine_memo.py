@@ -300,4 +300,3 @@ def _install_initial_state_handover() -> None:
 
     pddl.pddl_logic = logic
     pddl.PddlEnv.load = load_and_keep
-

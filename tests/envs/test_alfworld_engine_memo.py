@@ -190,4 +190,3 @@ def test_a_reset_takes_the_state_its_load_built_once_and_no_other():
         logic.loaded(loaded)
         assert logic.PddlState(*other) is not loaded        # another copy, problem or logic: not that game's state
     assert logic.GameLogic == "passed through"
-
