@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from machine_state import CpuWindow, load_text
 from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median
 
+
 def traced_with(module, name: str, impl, fn):
     """`fn` called with `module.<name>` set to `impl` while it runs, so a first (tracing) call of a
     jitted `fn` builds the variant that uses `impl`; the module's own function is restored after."""

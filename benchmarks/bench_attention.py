@@ -10,8 +10,9 @@ with two left-padded rows, loss = sum(out * cotangent), `jax.value_and_grad` ove
 Both ways are timed interleaved (`ab_compare.compare`: one call each per round, in
 position-balanced rounds after two untimed ones), medians over `--repeats` rounds; the ratio is the
 baseline's median over ours, with the median of the same-round ratios beside it. The max
-|difference| of the outputs and gradients is printed as a check. Load at start and end and the steal share of all CPU time while timing are printed. Runs under the glibc
-malloc tunables and XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
+|difference| of the outputs and gradients is printed as a check. Load at start and end and the
+steal share of all CPU time while timing are printed. Runs under the glibc malloc tunables and
+XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 

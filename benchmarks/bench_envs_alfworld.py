@@ -38,11 +38,12 @@ sys.path.insert(0, str(REPO))
 
 import ml_collections  # noqa: E402
 
-from envs.alfworld import unpack  # noqa: E402
+from envs.alfworld import downward_libs, unpack  # noqa: E402
 from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
 from envs.alfworld.scripted import ScriptedAgent  # noqa: E402
+from hr1_jax.patch.guards import rss_bytes  # noqa: E402
 from hr1_jax.runtime import run_episode  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
 
@@ -93,7 +94,7 @@ def child(env, tasks, agent_cfg, seed) -> dict:
     t0 = time.perf_counter()
     first = run_batch(env, tasks, agent_cfg, seed)
     first_s = time.perf_counter() - t0
-    rss_first = rss_mb()
+    rss_first = rss_bytes()
     env.reset_s.clear()
     env.step_s.clear()
     t0 = time.perf_counter()
@@ -101,19 +102,8 @@ def child(env, tasks, agent_cfg, seed) -> dict:
     replay_s = time.perf_counter() - t0
     return {"first_s": first_s, "replay_s": replay_s, "reset_ms": 1e3 * statistics.median(env.reset_s),
             "step_ms": 1e3 * statistics.median(env.step_s), "steps": len(env.step_s),
-            "lib_copies": library_copies(), "growth_mb": (rss_mb() - rss_first) / len(replay),
+            "lib_copies": downward_libs.mapped_copies(), "growth_mb": (rss_bytes() - rss_first) / 2**20 / len(replay),
             "sha": [_episodes_sha(first), _episodes_sha(replay)]}
-
-
-def library_copies() -> int:
-    """fast-downward library files this process has mapped (each loaded copy is its own file)."""
-    with open("/proc/self/maps") as f:
-        return len({line.split(None, 5)[-1] for line in f if "libdownward" in line})
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 BASELINE = "translation memo only, a library copy per game"

@@ -27,4 +27,3 @@ def pairwise_median(values, base) -> float:
 # first call, which can be several times its steady time (ours after torch's first train step in
 # bench_model.py: ~0.8-1.0 s against ~0.17 s, 2026-12-06) and would land in one side's timed rounds only.
 WARMUP_ROUNDS = 2
-

@@ -1,7 +1,8 @@
 """The scripts that time a model change against the form it replaced (`benchmarks/bench_attention.py`:
 the attention's own VJP against autodiff through jax.nn.softmax; `benchmarks/bench_ce.py`: the fused
-CE's head weight gradient against one folded contraction) run end to end at a tiny size, and their
-check holds: both ways give the same values and gradients."""
+CE's head weight gradient against one folded contraction, and the log-probs' head matmul against
+autodiff) run end to end at a tiny size, and their check holds: both ways give the same values and
+gradients."""
 import re
 import subprocess
 import sys

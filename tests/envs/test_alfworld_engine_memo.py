@@ -43,7 +43,7 @@ print(json.dumps({"episodes": [{k: e[k] for k in ("trajectory", "actions", "fina
                   "shallow": engine_memo.shallow_contexts(), "translations": engine_memo.translations,
                   "initial_states": engine_memo.initial_states,
                   "libs": downward_libs.counts,
-                  "mapped": len({l.split(None, 5)[-1] for l in open("/proc/self/maps") if "libdownward" in l})},
+                  "mapped": downward_libs.mapped_copies()},
                  sort_keys=True, default=str))
 """
 
