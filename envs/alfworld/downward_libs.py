@@ -1,7 +1,7 @@
 """fast-downward's shared library: one loaded copy per open ALFWorld game, reused by the next game.
 
 TextWorld's `PddlEnv` gives every game it opens a copy of its own: `fast_downward.load_lib` copies
-the 34 MB `libdownward.so` into a temporary folder and loads it (~11 ms), so that games open at the
+the 34 MB `libdownward.so` into a temporary folder and loads it, so that games open at the
 same time in one process keep apart (the library holds its loaded task in globals). Nothing ever
 unloads a copy (`PddlEnv` has no `close`), so each one stays mapped for the rest of the process,
 and its deleted file keeps its 34 MB in the temporary folder (disk, or memory on a tmpfs) beside a
