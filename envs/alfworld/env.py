@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 COMPLETED, TASK_LIMIT, INVALID = "COMPLETED", "TASK_LIMIT_REACHED", "AGENT_INVALID_ACTION"
 TOOL_NAME = "take_action"
 LOW_STEPS = 5                     # predicates.remaining_steps_low threshold (reference)
+FACT_CACHE_LIMIT = 50_000         # TextWorld's interned facts kept between games (~600 a game)
 
 SYSTEM_PROMPT = """You are an agent acting in a simulated household. You get one household task and carry it out step by step, one action per turn, by calling the `take_action` tool.
 
@@ -51,6 +52,21 @@ def game_root(data_dir: str = "") -> Path:
     if not (root / unpack.ROOT_NAME).is_dir():
         raise FileNotFoundError(f"ALFWorld games not found under {root}; run `python -m envs.alfworld.unpack`")
     return root
+
+
+def trim_fact_cache(limit: int | None = None) -> bool:
+    """Empty TextWorld's cache of interned facts once it holds more than `limit` (default
+    FACT_CACHE_LIMIT); True if it did.
+
+    TextWorld's logic hands out one object per distinct proposition and signature from `mementos`'
+    process-wide cache, which nothing clears: a rollout worker's memory grew with every distinct game
+    it opened. The facts compare and hash by value, so a fact built anew after a clear is equal to
+    the dropped one; the cost is rebuilding those the next games use."""
+    import mementos.core
+    if len(mementos.core._memento_cache) <= (FACT_CACHE_LIMIT if limit is None else limit):
+        return False
+    mementos.core._memento_cache.clear()
+    return True
 
 
 def _section(config):
@@ -112,7 +128,12 @@ class ALFWorldEnv(Environment):
         env_id = textworld.gym.register_games([str(path)], infos, batch_size=1, asynchronous=False,
                                               max_episode_steps=self.max_steps + 10,
                                               wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
-        return textworld.gym.make(env_id)
+        try:
+            return textworld.gym.make(env_id)
+        finally:
+            # The registration is used once. Kept, it holds the demangler instance, which make()
+            # wraps around the game: every game a process ever opened would stay in memory.
+            textworld.gym.registry.pop(env_id, None)
 
     def reset(self, task: Task) -> str:
         if task.benchmark != self.benchmark:
@@ -243,3 +264,4 @@ class ALFWorldEnv(Environment):
             except Exception:  # a dead engine must not mask the episode's result
                 log.exception("closing the ALFWorld game failed")
             self._game = None
+            trim_fact_cache()
