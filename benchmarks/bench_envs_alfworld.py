@@ -1,7 +1,7 @@
 """ALFWorld episode throughput with the scripted target (real TextWorld engine).
 
     .venv/bin/python benchmarks/bench_envs_alfworld.py [--tasks 8] [--split harness_r1_test]
-        [--skill 0.6] [--seed 0] [--reference-patches] [--compare [--rounds 3]]
+        [--skill 0.6] [--seed 0] [--reference-patches] [--compare [--rounds 3]] [--memory N [--rounds 1]]
 
 Prints the median reset time, step time, episode time and steps per episode, and episodes/s
 (one process). With --reference-patches it also runs every shipped reference ALFWorld patch on
@@ -19,6 +19,14 @@ engine, the order rotating, and each process plays the batch twice: the first pl
 over rounds, the median of the rounds' ratios to the baseline and of reuse against a copy per game,
 what each process held at the end (library copies mapped, memory growth per replayed episode),
 whether every process played the very same episodes, and the load.
+
+With --memory N it plays N distinct games once each in fresh processes, the engine as it is against
+the engine as TextWorld leaves it (every game's `textworld.gym` registration kept, which holds the
+whole game, and TextWorld's cache of interned facts never emptied: envs/alfworld/env.py drops the
+first and bounds the second), both translating every game in-process (no translation folder). It
+prints each process's memory after the first third of the games and at the end, its growth per game
+over the last two thirds, and what it still holds once its last game is closed: games (TextWorld
+`PddlEnv` objects; TatSu's last parse error can hold one), interned facts and registrations.
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ sys.path.insert(0, str(REPO))
 import ml_collections  # noqa: E402
 
 from envs.alfworld import downward_libs, unpack  # noqa: E402
+from envs.alfworld import env as alfworld_env  # noqa: E402
 from envs.alfworld.config import defaults  # noqa: E402
 from envs.alfworld.env import ALFWorldEnv  # noqa: E402
 from envs.alfworld.tasks import balanced_sample  # noqa: E402
@@ -174,6 +183,76 @@ def compare(args, argv) -> int:
     return 0 if same else 1
 
 
+def keep_every_game() -> None:
+    """This process's engine as TextWorld leaves it: every game's registration kept (its pop is a
+    no-op), the cache of interned facts never emptied (the --memory baseline)."""
+    import textworld.gym
+    import textworld.gym.utils
+
+    class KeptRegistry(dict):
+        def pop(self, key, default=None):
+            return self.get(key, default)
+
+    kept = KeptRegistry(textworld.gym.registry)
+    textworld.gym.registry = textworld.gym.utils.registry = kept
+    alfworld_env.trim_fact_cache = lambda limit=0: False
+
+
+def memory_child(env, tasks, agent_cfg, seed) -> dict:
+    """One process of --memory: every game played once; memory after the first third and at the end."""
+    import gc
+
+    import mementos.core
+    import textworld.gym
+    from textworld.envs.pddl.pddl import PddlEnv
+    warm = max(1, len(tasks) // 3)
+    results = run_batch(env, tasks[:warm], agent_cfg, seed)
+    gc.collect()
+    rss_warm = rss_bytes()
+    results += run_batch(env, tasks[warm:], agent_cfg, seed)
+    env.close()
+    gc.collect()
+    rss_end = rss_bytes()
+    return {"games": len(tasks), "rss_warm_mb": rss_warm / 2**20, "rss_end_mb": rss_end / 2**20,
+            "growth_mb": (rss_end - rss_warm) / 2**20 / max(1, len(tasks) - warm),
+            "games_held": sum(isinstance(o, PddlEnv) for o in gc.get_objects()),
+            "facts_held": len(mementos.core._memento_cache), "registrations": len(textworld.gym.registry),
+            "sha": [_episodes_sha(results)]}
+
+
+MEMORY_ENGINES = {"as TextWorld leaves it: registrations kept, facts never dropped": "kept",
+                  "registrations dropped, facts bounded": "dropped"}
+
+
+def memory(args, argv) -> int:
+    print(f"alfworld process memory over {args.memory} distinct games of {args.split} (seed {args.seed}), one fresh "
+          f"process per engine and round, {args.rounds} round(s), no translation folder; load {load_text()}")
+    runs = {name: [] for name in MEMORY_ENGINES}
+    env = dict(os.environ, HR1_ALFWORLD_SAS_CACHE="")
+    for rnd in range(args.rounds):
+        names = list(MEMORY_ENGINES)[::-1 if rnd % 2 else 1]
+        for name in names:
+            run = _run_child([*argv, "--memory-engine", MEMORY_ENGINES[name]], env)
+            if run is None:
+                return 1
+            runs[name].append(run)
+    keys = ("rss_warm_mb", "rss_end_mb", "growth_mb", "games_held", "facts_held", "registrations")
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
+    warm = max(1, args.memory // 3)
+    print(f"\n| engine | MB after {warm} games | MB after {args.memory} | growth MB per game (games {warm + 1}-"
+          f"{args.memory}) | games held | interned facts held | registrations held |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for name, m in med.items():
+        print(f"| {name} | {m['rss_warm_mb']:.0f} | {m['rss_end_mb']:.0f} | {m['growth_mb']:.2f} | "
+              f"{m['games_held']:.0f} | {m['facts_held']:.0f} | {m['registrations']:.0f} |")
+    shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
+    same = len(shas) == 1
+    print(f"\nsame episodes in every process: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
+          f"load after {load_text()}")
+    print("BENCH_ALFWORLD_MEMORY " + json.dumps({"medians": med, "same_episodes": same}))
+    return 0 if same else 1
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -186,16 +265,28 @@ def main(argv=None) -> int:
     ap.add_argument("--patch-dir", type=Path, default=PATCH_DIR)
     ap.add_argument("--compare", action="store_true", help="engine memos and reused library copies vs neither")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--memory", type=int, default=0, metavar="N",
+                    help="process memory over N distinct games, kept games and facts vs dropped")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--memory-engine", choices=("kept", "dropped"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.compare and args.memory:
+        ap.error("--compare and --memory are separate runs")
     if args.compare and not args.child:
         return compare(args, argv)
+    if args.memory and not args.child:
+        return memory(args, argv)
 
     unpack.unpack()
     env = TimedEnv(defaults())
     all_tasks = env.tasks(args.split)
     tasks = balanced_sample(all_tasks, args.tasks)
     agent_cfg = ml_collections.ConfigDict({"skill": args.skill, "hint_follow_prob": args.hint_follow_prob})
+    if args.child and args.memory:
+        if args.memory_engine == "kept":
+            keep_every_game()
+        print(json.dumps(memory_child(env, balanced_sample(all_tasks, args.memory), agent_cfg, args.seed)))
+        return 0
     if args.child:
         print(json.dumps(child(env, tasks, agent_cfg, args.seed)))
         return 0
