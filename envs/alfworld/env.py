@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 COMPLETED, TASK_LIMIT, INVALID = "COMPLETED", "TASK_LIMIT_REACHED", "AGENT_INVALID_ACTION"
 TOOL_NAME = "take_action"
 LOW_STEPS = 5                     # predicates.remaining_steps_low threshold (reference)
-FACT_CACHE_LIMIT = 50_000         # TextWorld's interned facts kept between games (~600 a game)
+FACT_CACHE_LIMIT = 50_000         # TextWorld's interned facts kept between games (~1,100 a game)
 
 SYSTEM_PROMPT = """You are an agent acting in a simulated household. You get one household task and carry it out step by step, one action per turn, by calling the `take_action` tool.
 
