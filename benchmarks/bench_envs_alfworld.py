@@ -228,11 +228,11 @@ def memory(args, argv) -> int:
     print(f"alfworld process memory over {args.memory} distinct games of {args.split} (seed {args.seed}), one fresh "
           f"process per engine and round, {args.rounds} round(s), no translation folder; load {load_text()}")
     runs = {name: [] for name in MEMORY_ENGINES}
-    env = dict(os.environ, HR1_ALFWORLD_SAS_CACHE="")
+    child_env = dict(os.environ, HR1_ALFWORLD_SAS_CACHE="")
     for rnd in range(args.rounds):
         names = list(MEMORY_ENGINES)[::-1 if rnd % 2 else 1]
         for name in names:
-            run = _run_child([*argv, "--memory-engine", MEMORY_ENGINES[name]], env)
+            run = _run_child([*argv, "--memory-engine", MEMORY_ENGINES[name]], child_env)
             if run is None:
                 return 1
             runs[name].append(run)

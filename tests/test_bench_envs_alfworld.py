@@ -1,7 +1,7 @@
 """`benchmarks/bench_envs_alfworld.py --compare` end to end at one task and one round: every engine
 plays the same episodes, and what each process holds at the end is as its engine says (a library copy
 per game opened, or one reused copy). `--memory` at three games: the baseline holds every game it
-closed, the engine as it is none. No timing is asserted."""
+closed, the engine as it is at most the one TatSu's last parse error reaches. No timing is asserted."""
 import json
 import os
 import subprocess

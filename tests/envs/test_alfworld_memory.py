@@ -36,18 +36,20 @@ def tasks(env):
     return env.tasks("harness_r1_test")[:3]
 
 
-def _open_pddl_envs() -> set[int]:
+def _new_pddl_envs(known: list) -> list:
+    """Weak references to the engine games alive now that `known` (weak references) does not hold."""
     gc.collect()
-    return {id(o) for o in gc.get_objects() if isinstance(o, PddlEnv)}
+    held = [k() for k in known]
+    return [weakref.ref(o) for o in gc.get_objects() if isinstance(o, PddlEnv) and not any(o is h for h in held)]
 
 
 def test_a_closed_game_is_not_kept(env, tasks):
     registered = set(textworld.gym.registry)
-    before = _open_pddl_envs()
+    before = _new_pddl_envs([])
     games = []
     for task in tasks:
         env.reset(task)
-        games += [weakref.ref(o) for o in gc.get_objects() if isinstance(o, PddlEnv) and id(o) not in before]
+        games += _new_pddl_envs(before + games)
     assert len(games) == len(tasks)                      # one engine game per reset
     assert set(textworld.gym.registry) == registered    # no registration left behind
     env.close()
