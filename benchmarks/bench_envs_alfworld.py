@@ -98,6 +98,12 @@ def _episodes_sha(results) -> str:
                                      sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _same_episodes(runs: dict) -> tuple[bool, str]:
+    """Whether every process of every engine played the very same episodes, and their digests."""
+    shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
+    return len(shas) == 1, ", ".join(sorted(shas))
+
+
 def child(env, tasks, agent_cfg, seed) -> dict:
     """One engine process of --compare: the batch's first play, then its replay."""
     t0 = time.perf_counter()
@@ -174,9 +180,8 @@ def compare(args, argv) -> int:
     for name, r in list(ratio.items()) + [(f"{REUSED}: reuse over a copy per game", reuse)]:
         print(f"| speedup, {name} (median of the rounds' ratios) | {r['first_s']:.2f}x | {r['replay_s']:.2f}x | "
               f"{r['reset_ms']:.2f}x | {r['step_ms']:.2f}x | | |")
-    shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
-    same = len(shas) == 1
-    print(f"\nsame episodes in every process and play: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
+    same, digests = _same_episodes(runs)
+    print(f"\nsame episodes in every process and play: {'yes' if same else 'NO'} ({digests}); "
           f"{runs[BASELINE][0]['steps']} steps a play; load after {load_text()}, steal {window.steal_text()}")
     print("BENCH_ALFWORLD_MEMO " + json.dumps({"medians": med, "ratios": ratio, "reuse_ratios": reuse,
                                                "same_episodes": same}))
@@ -245,9 +250,8 @@ def memory(args, argv) -> int:
     for name, m in med.items():
         print(f"| {name} | {m['rss_warm_mb']:.0f} | {m['rss_end_mb']:.0f} | {m['growth_mb']:.2f} | "
               f"{m['games_held']:.0f} | {m['facts_held']:.0f} | {m['registrations']:.0f} |")
-    shas = {sha for rs in runs.values() for r in rs for sha in r["sha"]}
-    same = len(shas) == 1
-    print(f"\nsame episodes in every process: {'yes' if same else 'NO'} ({', '.join(sorted(shas))}); "
+    same, digests = _same_episodes(runs)
+    print(f"\nsame episodes in every process: {'yes' if same else 'NO'} ({digests}); "
           f"load after {load_text()}")
     print("BENCH_ALFWORLD_MEMORY " + json.dumps({"medians": med, "same_episodes": same}))
     return 0 if same else 1
