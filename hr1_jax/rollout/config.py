@@ -23,6 +23,10 @@ def defaults() -> ml_collections.ConfigDict:
     # travel together (each message is a parent wake-up beside the workers); 0 = one message each.
     c.result_flush_s = 0.1
     c.max_job_retries = 2
+    # local: a worker past this resident memory (MiB) when a job ends is replaced by a fresh one
+    # once its queued job ends too (a leak in an environment or library then never costs the host's
+    # memory; an ALFWorld worker holds ~250 MB after 150 games); 0 = never. Ray actors are not.
+    c.worker_max_rss_mb = 4096.0
     c.batch_size = 10
     c.reward_threshold = 1.0
     c.reward_metric = "delta_average_reward"
@@ -54,6 +58,8 @@ def validate(c, config) -> None:
     require(c.job_timeout_s > 0, "rollout.job_timeout_s", "must be > 0")
     require(0 <= c.result_flush_s <= 60, "rollout.result_flush_s", "must be between 0 and 60 (seconds)")
     require(c.max_job_retries >= 0, "rollout.max_job_retries", "must be >= 0")
+    require(isinstance(c.worker_max_rss_mb, (int, float)) and c.worker_max_rss_mb >= 0, "rollout.worker_max_rss_mb",
+            "must be a number of MiB >= 0 (0 = never replace a worker for its memory)")
     require(c.reward_metric in METRICS, "rollout.reward_metric", f"must be one of {METRICS}")
     require(c.group_size >= 1, "rollout.group_size", "must be >= 1")
     require(c.group_tail in ("pad", "drop", "error"), "rollout.group_tail", "must be pad, drop or error")

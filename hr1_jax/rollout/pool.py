@@ -16,6 +16,11 @@ under the job's attempt count so far. Episodes
 that ended in an infra error are retried the same way. After that the remaining tasks come back
 with status "infra_error" and reward None, so callers can exclude them — the pool never hangs and
 never invents a score.
+
+A worker whose memory has passed `rollout.worker_max_rss_mb` when one of its jobs ends takes no
+new job; once its last one ends it is stopped as at close (its environments closed) and a fresh one
+takes its slot. A leak in an environment or a library (TextWorld kept every game it opened) then
+costs a worker's start now and then, not the host's memory.
 """
 from __future__ import annotations
 
@@ -54,6 +59,18 @@ def worker_shares(task_ids: list[int], num_workers: int) -> list[list[int]]:
     size, extra = divmod(len(ids), n)
     bounds = [i * size + min(i, extra) for i in range(n + 1)]
     return [ids[bounds[i]:bounds[i + 1]] for i in range(n) if bounds[i + 1] > bounds[i]]
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Resident memory of process `pid` in MiB (Linux /proc; None where it cannot be read)."""
+    try:
+        with open(f"/proc/{int(pid)}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def failed_episode(benchmark: str, split: str, task_id: int, seed: int, error: str) -> dict:
@@ -289,6 +306,7 @@ class _Worker:
     retry_tasks: list[int] = dataclasses.field(default_factory=list)
     queued: _Job | None = None   # sent behind `job`: the worker starts it without a round trip
     progress: object = None      # shared with the worker: the task in flight (`_publish_progress`)
+    retiring: bool = False       # past rollout.worker_max_rss_mb: no new job, replaced once idle
 
     @property
     def pid(self) -> int | None:
@@ -303,16 +321,20 @@ class WorkerPool:
     its job plus one queued behind it, so it never idles waiting for the dispatcher between short jobs.
     """
     queue_behind = True
+    recycles_by_memory = True   # reads each worker's memory from /proc (Ray's actors may be elsewhere)
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
                  max_retries: int | None = None, pin_workers: bool | None = None,
-                 result_flush_s: float | None = None):
+                 result_flush_s: float | None = None, worker_max_rss_mb: float | None = None):
         r = config.rollout if config is not None else None
         self.num_workers = int(num_workers or (r.num_workers if r else 2))
         self.job_timeout_s = float(job_timeout_s or (r.job_timeout_s if r else 1800.0))
         self.max_retries = int(max_retries if max_retries is not None else (r.max_job_retries if r else 2))
         self.result_flush_s = float(result_flush_s if result_flush_s is not None else
                                     (r.result_flush_s if r else 0.1))
+        self.worker_max_rss_mb = float(worker_max_rss_mb if worker_max_rss_mb is not None else
+                                       (r.worker_max_rss_mb if r else 0.0))
+        self._retired: list = []   # stopped workers' processes, reaped once they exit
         self._config_dict = pin_run_config(config.to_dict()) if config is not None else {}
         self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
@@ -328,8 +350,8 @@ class WorkerPool:
         self._poller = select.poll()
         self._poller.register(self._wake_r.fileno(), select.POLLIN)
         self._by_fd: dict[int, _Worker] = {}
-        self.stats = {"workers_started": 0, "workers_replaced": 0, "job_retries": 0, "jobs_failed": 0,
-                      "timeouts": 0}
+        self.stats = {"workers_started": 0, "workers_replaced": 0, "workers_recycled": 0, "job_retries": 0,
+                      "jobs_failed": 0, "timeouts": 0}
         pin = pin_workers if pin_workers is not None else bool(r.pin_workers if r else False)
         # Pinned, worker slot i runs on CPU i (round-robin over this process's CPUs) with its hook
         # process: a hook call is a strict ping-pong between the two, and on one CPU it needs no
@@ -354,7 +376,8 @@ class WorkerPool:
     def _has_free_slot(self) -> bool:
         """Whether a worker could take a job now (lock held): only then is waking the dispatcher
         worth its CPU beside the workers."""
-        return any(w.job is None or (self.queue_behind and w.queued is None) for w in self._workers)
+        return any(not w.retiring and (w.job is None or (self.queue_behind and w.queued is None))
+                   for w in self._workers)
 
     def _wake(self) -> None:
         try:
@@ -389,6 +412,11 @@ class WorkerPool:
             w.proc.join(timeout=5)
             if w.proc.is_alive():
                 self._kill(w)
+        for proc in self._retired:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
         self._wake_r.close()
         self._wake_w.close()
 
@@ -558,6 +586,35 @@ class WorkerPool:
         else:  # fatal: retrying cannot help
             job.attempts = self.max_retries
             self._retry_or_fail(job, job.remaining + retry, payload[:500])
+        self._recycle_if_over_memory(w)
+
+    def _recycle_if_over_memory(self, w: _Worker) -> None:
+        """At the end of a job: a worker past `worker_max_rss_mb` takes no new job, and once its
+        queued one has ended too it is stopped and a fresh worker takes its slot (lock held)."""
+        if not self.recycles_by_memory or self.worker_max_rss_mb <= 0 or self._closed:
+            return
+        if not w.retiring:
+            rss = process_rss_mb(w.pid)
+            if rss is None or rss <= self.worker_max_rss_mb:
+                return
+            w.retiring = True
+            log_event("rollout", "worker_over_memory", pid=w.pid, rss_mb=round(rss),
+                      limit_mb=self.worker_max_rss_mb)
+        if w.job is not None or w.queued is not None:
+            return
+        if self._by_fd.get(w.fd) is w:
+            self._poller.unregister(w.fd)
+            del self._by_fd[w.fd]
+        try:
+            w.conn.send(None)   # it closes its environments and exits, as at the pool's close
+        except (OSError, ValueError):
+            pass
+        w.conn.close()
+        self._retired = [proc for proc in self._retired if proc.is_alive()] + [w.proc]   # reaps the exited
+        idx = self._workers.index(w)
+        self._workers[idx] = self._start_worker(idx)
+        self.stats["workers_recycled"] += 1
+        log_event("rollout", "worker_recycled", pid=w.pid, new_pid=self._workers[idx].pid)
 
     def _dispatch_loop(self) -> None:
         try:
@@ -588,7 +645,7 @@ class WorkerPool:
                     return True
                 if not self._pending:
                     return True
-                if getattr(w, slot) is not None or (slot == "queued" and w.job is None):
+                if getattr(w, slot) is not None or (slot == "queued" and w.job is None) or w.retiring:
                     continue
                 job = self._pending.popleft()
                 try:
@@ -647,4 +704,5 @@ class WorkerPool:
                 for w in list(self._workers):
                     if not w.proc.is_alive() and not w.conn.poll():
                         self._replace(w, f"worker died (exit code {w.proc.exitcode})")
+                self._retired = [proc for proc in self._retired if proc.is_alive()]   # reaps the exited
         return True

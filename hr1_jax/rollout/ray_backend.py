@@ -65,6 +65,7 @@ class _Actor:
     ref: object = None          # the task call in flight
     job_ref: object = None      # the job message, put in the object store once per job
     progress: object = None     # none published: each call is one task, so blame is exact already
+    retiring: bool = False      # never set: actors are not recycled by memory (recycles_by_memory)
     _pid: int | None = None
 
     @property
@@ -82,6 +83,7 @@ class RayWorkerPool(WorkerPool):
     instance (shut down on close), "auto" or "ray://head:10001" joins a running cluster;
     `rollout.ray_resource` names a custom resource each actor needs (to keep them on rollout nodes)."""
     queue_behind = False   # one task call in flight per actor: the next is sent on its reply
+    recycles_by_memory = False   # an actor may live on another machine, out of this host's /proc
 
     def __init__(self, config=None, *, num_workers: int | None = None, job_timeout_s: float | None = None,
                  max_retries: int | None = None, address: str | None = None):

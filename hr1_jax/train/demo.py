@@ -37,8 +37,8 @@ from hr1_jax.utils.progress import progress
 from hr1_jax.train.demo_eval import METHODS, NOTES, _ci, format_table
 
 PARTS = ("train", "val", "heldout")   # GRPO/SFT rows, GRPO's validation rows, the table's rows
-# config sections that cannot change a run's results: a rerun may change them
-RESULT_NEUTRAL = ("compile_cache",)
+# config sections and keys that cannot change a run's results: a rerun may change them
+RESULT_NEUTRAL = ("compile_cache", "rollout.worker_max_rss_mb")
 
 
 def check_workdir_config(config, workdir: str) -> dict:
@@ -58,12 +58,23 @@ def _check_same_config(workdir: str, given: dict) -> None:
         return
     with open(path) as f:
         recorded = json.load(f)
-    neutral = lambda cfg: {k: v for k, v in cfg.items() if k not in RESULT_NEUTRAL}
-    keys = _differing_keys(neutral(recorded), neutral(given))   # sorted: the walk visits keys in order
+    keys = _differing_keys(_without(recorded, RESULT_NEUTRAL), _without(given, RESULT_NEUTRAL))   # sorted
     if keys:
         shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
         raise InputError(f"{workdir} holds a demo run with another config (differs in: {shown}); "
                          "rerun with its config, or give a new --workdir")
+
+
+def _without(cfg: dict, dotted: tuple[str, ...]) -> dict:
+    """`cfg` less the dotted keys (a copy where one is removed)."""
+    out = dict(cfg)
+    for key in dotted:
+        head, _, rest = key.partition(".")
+        if rest and isinstance(out.get(head), dict):
+            out[head] = _without(out[head], (rest,))
+        elif not rest:
+            out.pop(head, None)
+    return out
 
 
 def _differing_keys(a, b, prefix: str = "") -> list[str]:

@@ -350,3 +350,36 @@ def test_result_flush_s_is_validated_and_reaches_the_job_messages():
     with WorkerPool(c, num_workers=1) as pool:
         job = _Job(pool.submit(spec([])), [])
         assert pool._job_message(job)["flush_s"] == 0.25   # the message a worker gets
+
+
+def test_a_worker_past_its_memory_limit_is_replaced_between_jobs_and_no_result_is_lost(monkeypatch):
+    """1 MiB: every worker is past it when its first job ends. It finishes the job queued behind
+    that one, takes no other, and is stopped; a fresh worker takes its slot. Nothing is retried."""
+    monkeypatch.setenv("HR1_TOY_AGENT_SLEEP", "0.01")   # jobs wait in the queue while others run
+    report = {"factory": "toy_env:make_env_report_agent"}
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=0, worker_max_rss_mb=1) as pool:
+        first = pool.worker_pids()
+        handles = [pool.submit(spec(range(i * 3, i * 3 + 3), target=report)) for i in range(12)]
+        results = [r for h in handles for r in h.collect(timeout_s=60)]
+        # a job's last episode comes with its end, in the lock hold that recycles the worker: once
+        # the lock is free again every worker that ran a job has been replaced
+        last = pool.worker_pids()
+        stats, retired = dict(pool.stats), list(pool._retired)
+    assert sorted(r["task_id"] for r in results) == list(range(36))
+    assert all(r["status"] == "completed" for r in results)
+    jobs_by_pid: dict[int, set] = {}
+    for r in results:
+        jobs_by_pid.setdefault(json.loads(r["trajectory"][2]["content"])["pid"], set()).add(r["task_id"] // 3)
+    assert max(len(jobs) for jobs in jobs_by_pid.values()) <= 2   # its job and the one queued behind
+    assert len(jobs_by_pid) >= 6 and stats["workers_recycled"] == len(jobs_by_pid)
+    assert (stats["workers_replaced"], stats["job_retries"], stats["jobs_failed"]) == (0, 0, 0)
+    assert not set(first) & set(last)
+    assert all(not proc.is_alive() and proc.exitcode == 0 for proc in retired)   # stopped, not killed
+
+
+def test_workers_under_the_memory_limit_are_kept():
+    with WorkerPool(num_workers=2, job_timeout_s=60, max_retries=0, worker_max_rss_mb=1 << 20) as pool:
+        first = pool.worker_pids()
+        handles = [pool.submit(spec(range(i * 3, i * 3 + 3))) for i in range(4)]
+        assert all(r["status"] == "completed" for h in handles for r in h.collect(timeout_s=60))
+        assert pool.worker_pids() == first and pool.stats["workers_recycled"] == 0

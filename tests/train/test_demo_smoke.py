@@ -96,13 +96,19 @@ def test_demo_end_to_end_small(tmp_path, capsys):
 def test_a_rerun_under_another_config_is_refused_before_any_stage(tmp_path):
     """Finished stages are skipped on a rerun, so a workdir's stages must belong to the config asked
     for: another one (here: more GRPO seeds) would print the old table under the new config. Where
-    compiled programs are cached is not part of that."""
+    compiled programs are cached, and when a rollout worker is replaced for its memory, are not part
+    of that."""
     c = importlib.import_module("configs.demo").get_config()
     workdir = str(tmp_path / "demo")
     demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))   # the first run records it
     demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))   # the same config again: fine
     c.compile_cache.dir, c.compile_cache.min_compile_seconds = "/elsewhere", 0.0
+    c.rollout.worker_max_rss_mb = 123.0
     demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))   # cannot change results: fine
+    recorded = json.loads(open(os.path.join(workdir, "stages", "config.json")).read())
+    del recorded["rollout"]["worker_max_rss_mb"]   # a workdir from before the key existed
+    open(os.path.join(workdir, "stages", "config.json"), "w").write(json.dumps(recorded))
+    demo._check_same_config(workdir, json.loads(c.to_json_best_effort()))
     c.train.demo.grpo_seeds = (0, 1, 2, 3)
     c.train.grpo.lr = 1e-3
     with pytest.raises(InputError, match=r"differs in: train\.demo\.grpo_seeds, train\.grpo\.lr\)"):
