@@ -220,7 +220,7 @@ def memory_child(env, tasks, agent_cfg, seed) -> dict:
     rss_end = rss_bytes()
     return {"games": len(tasks), "rss_warm_mb": rss_warm / 2**20, "rss_end_mb": rss_end / 2**20,
             "growth_mb": (rss_end - rss_warm) / 2**20 / max(1, len(tasks) - warm),
-            "games_held": sum(isinstance(o, PddlEnv) for o in gc.get_objects()),
+            "games_held": sum(type(o) is PddlEnv for o in gc.get_objects()),
             "facts_held": len(mementos.core._memento_cache), "registrations": len(textworld.gym.registry),
             "sha": [_episodes_sha(results)]}
 

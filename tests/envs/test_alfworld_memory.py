@@ -37,10 +37,12 @@ def tasks(env):
 
 
 def _new_pddl_envs(known: list) -> list:
-    """Weak references to the engine games alive now that `known` (weak references) does not hold."""
+    """Weak references to the engine games alive now that `known` (weak references) does not hold.
+    `type(o) is`, not isinstance: isinstance reads `__class__`, which some module proxies answer with a
+    deprecation warning."""
     gc.collect()
     held = [k() for k in known]
-    return [weakref.ref(o) for o in gc.get_objects() if isinstance(o, PddlEnv) and not any(o is h for h in held)]
+    return [weakref.ref(o) for o in gc.get_objects() if type(o) is PddlEnv and not any(o is h for h in held)]
 
 
 def test_a_closed_game_is_not_kept(env, tasks):
