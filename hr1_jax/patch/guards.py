@@ -77,6 +77,15 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 rss_bytes = _Rss.read
 
 
+def rss_bytes_of(pid: int) -> int | None:
+    """Resident set size of process `pid` in bytes (Linux /proc; None where it cannot be read)."""
+    try:
+        with open(f"/proc/{int(pid)}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class CallBudget:
     """Per-call budget; the runner installs one per hook call (`set_budget`).
 

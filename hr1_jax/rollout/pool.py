@@ -39,6 +39,7 @@ import time
 import traceback
 
 from envs.registry import pin_run_config
+from hr1_jax.patch.guards import rss_bytes_of
 from hr1_jax.utils.logging import log_event
 
 # Workers run the agent runtime only: keep JAX (imported by anything downstream) on CPU and hide
@@ -59,18 +60,6 @@ def worker_shares(task_ids: list[int], num_workers: int) -> list[list[int]]:
     size, extra = divmod(len(ids), n)
     bounds = [i * size + min(i, extra) for i in range(n + 1)]
     return [ids[bounds[i]:bounds[i + 1]] for i in range(n) if bounds[i + 1] > bounds[i]]
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def process_rss_mb(pid: int) -> float | None:
-    """Resident memory of process `pid` in MiB (Linux /proc; None where it cannot be read)."""
-    try:
-        with open(f"/proc/{int(pid)}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE / 2**20
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def failed_episode(benchmark: str, split: str, task_id: int, seed: int, error: str) -> dict:
@@ -594,11 +583,11 @@ class WorkerPool:
         if not self.recycles_by_memory or self.worker_max_rss_mb <= 0 or self._closed:
             return
         if not w.retiring:
-            rss = process_rss_mb(w.pid)
-            if rss is None or rss <= self.worker_max_rss_mb:
+            rss = rss_bytes_of(w.pid)
+            if rss is None or rss <= self.worker_max_rss_mb * 2**20:
                 return
             w.retiring = True
-            log_event("rollout", "worker_over_memory", pid=w.pid, rss_mb=round(rss),
+            log_event("rollout", "worker_over_memory", pid=w.pid, rss_mb=round(rss / 2**20),
                       limit_mb=self.worker_max_rss_mb)
         if w.job is not None or w.queued is not None:
             return
@@ -610,11 +599,16 @@ class WorkerPool:
         except (OSError, ValueError):
             pass
         w.conn.close()
-        self._retired = [proc for proc in self._retired if proc.is_alive()] + [w.proc]   # reaps the exited
+        self._reap_retired()
+        self._retired.append(w.proc)
         idx = self._workers.index(w)
         self._workers[idx] = self._start_worker(idx)
         self.stats["workers_recycled"] += 1
         log_event("rollout", "worker_recycled", pid=w.pid, new_pid=self._workers[idx].pid)
+
+    def _reap_retired(self) -> None:
+        """Forget the stopped workers that have exited (is_alive() reaps an exited process)."""
+        self._retired = [proc for proc in self._retired if proc.is_alive()]
 
     def _dispatch_loop(self) -> None:
         try:
@@ -704,5 +698,5 @@ class WorkerPool:
                 for w in list(self._workers):
                     if not w.proc.is_alive() and not w.conn.poll():
                         self._replace(w, f"worker died (exit code {w.proc.exitcode})")
-                self._retired = [proc for proc in self._retired if proc.is_alive()]   # reaps the exited
+                self._reap_retired()
         return True
