@@ -9,8 +9,12 @@ TRAIN_CONFIGS = ("demo", "20m")
 TRAIN_PEAK_SHARE = 0.5          # of the run's fp32 matmul peak, at PEAK_CONFIG
 PEAK_CONFIG = "20m"
 TOP_P_OVER_GREEDY = 1.5         # top-p step time over greedy, at every decode point
-DECODE_RATIO = 3.0              # ours/HF greedy, at DECODE_POINT (the issue names no model size: every config is shown)
+DECODE_RATIO = 3.0              # ours/HF greedy, at DECODE_POINT of DECODE_CONFIG
 DECODE_POINT = (16, 512)
+# The config the decode target was set on: issue 17 took it from the measurement whose decode goal
+# was "tiny config" (HF ~1.1 ms a step at any batch, ours 2.0x at 16 x 512; benchmarks/README.md).
+# The other configs' ratios at the point are printed beside it, as figures, not verdicts.
+DECODE_CONFIG = "tiny"
 HOOK_CALL_US = {"webshop": 20.0, "alfworld": 40.0}   # per call, first wall
 VALIDATION_MS = 5.0             # the slowest shipped patch
 RERUN_SPEEDUP = 1.8             # 2 workers over 1 on bench_reward's 32-response group
@@ -65,10 +69,11 @@ def model_lines(rows: list[dict]) -> list[str]:
     at_point = [(r["config"], d) for r in rows for d in r.get("decode", [])
                 if (d["batch"], d["new_tokens"]) == DECODE_POINT]
     rows_x_new = f"{DECODE_POINT[0]} x {DECODE_POINT[1]}"
-    if not at_point:
-        lines.append(f"decode ours/HF at {rows_x_new} >= {DECODE_RATIO:.0f}x: not measured")
-    lines += [_at_least(f"decode ours/HF at {rows_x_new}, {name}", d.get("ratio"), DECODE_RATIO, ratio_x,
-                        f"{DECODE_RATIO:.0f}x") for name, d in at_point]
+    target = dict(at_point).get(DECODE_CONFIG, {})
+    lines.append(_at_least(f"decode ours/HF at {rows_x_new}, {DECODE_CONFIG}", target.get("ratio"), DECODE_RATIO,
+                           ratio_x, f"{DECODE_RATIO:.0f}x"))
+    lines += [f"decode ours/HF at {rows_x_new}, {name} (beside the target, set at {DECODE_CONFIG}): "
+              f"{d['ratio']:.2f}x" for name, d in at_point if name != DECODE_CONFIG and d.get("ratio") is not None]
     return lines
 
 
