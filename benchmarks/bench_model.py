@@ -30,7 +30,8 @@ same-round ratios is printed beside it:
 Analytic FLOPs/token (`hr1_jax.models.flops`) give achieved TFLOP/s and, with a known peak (or
 `--peak-tflops`), MFU. On a CPU (no table entry) the peak is measured in the same run: the best of
 jnp.dot and torch.matmul on fp32 1024^3 and 2048^3 (medians of 5), before and after the configs; train GFLOP/s is
-then shown as % of that peak. Both frameworks run under the glibc malloc tunables the launch scripts
+then shown as % of that peak, and under the table each framework's train rate over its own matmul peak (on a box
+where XLA's dot library and torch's BLAS differ, the ours/torch train ratio carries that difference too). Both frameworks run under the glibc malloc tunables the launch scripts
 run jobs with (`hr1_jax.utils.host_env`: huge pages, freed blocks kept; the script re-execs itself
 under them), with XLA:CPU computations on the calling thread as `hr1` then runs them; `--malloc
 default` measures plain malloc and JAX's default dispatch. The 1-minute load average (`/proc/loadavg`) is printed at start and end,
@@ -347,7 +348,21 @@ def load_cell(row: dict) -> str:
     return f"{loads}, steal {format_share(row['steal'])}"
 
 
-def print_tables(rows, args, peak_gflops, stream: float) -> None:
+def own_peak_line(rows, measured: dict | None) -> str | None:
+    """Each framework's train GFLOP/s over its own fp32 matmul peak of the run (None without both
+    peaks or torch rows): where one framework's matmul library is the faster one on a box, the
+    ours/torch train ratio carries that gap, and these shares show how each step uses its own."""
+    trained = [r for r in rows if "torch_train_gflops" in r]
+    if not measured or not {"jax", "torch"} <= measured.keys() or not trained:
+        return None
+    jax_peak, torch_peak = measured["jax"], measured["torch"]
+    shares = ", ".join(f"{r['config']} {r['ours_train_gflops'] / jax_peak:.0%} / {r['torch_train_gflops'] / torch_peak:.0%}"
+                       for r in trained)
+    return (f"fp32 matmul peaks of this run: jax {jax_peak:.0f}, torch {torch_peak:.0f} GFLOP/s (jax / torch "
+            f"{jax_peak / torch_peak:.2f}); train GFLOP/s over the framework's own peak, ours / torch: {shares}")
+
+
+def print_tables(rows, args, peak_gflops, stream: float, measured: dict | None = None) -> None:
     if not args.skip_train:
         print(f"\n**Train step** [{args.batch} x {args.seq}] CE + AdamW, medians of {args.repeats}, interleaved"
               + (f"; peak {peak_gflops:.0f} GFLOP/s (fp32 matmul, this run)" if peak_gflops else ""))
@@ -361,6 +376,9 @@ def print_tables(rows, args, peak_gflops, stream: float) -> None:
             tg = f"{r['torch_train_gflops']:.1f}" if "torch_train_gflops" in r else "-"
             print(f"| {r['config']} | {r['params'] / 1e6:.2f}M | {r['ours_train_tok_s']:,.0f} | {torch_part} "
                   f"| {r['ours_train_gflops']:.1f} | {frac} | {tg} | {load_cell(r)} |")
+        line = own_peak_line(rows, measured)
+        if line:
+            print(line)
     if not args.skip_decode:
         print(f"\n**Decode** (prompt {args.prompt}, prefill included; top-p 0.95 at T 0.7), tok/s, medians of "
               f"{args.repeats}, interleaved; bandwidth floor = bytes a step must read / {stream:.1f} GB/s (the "
@@ -429,7 +447,7 @@ def main(argv=None) -> int:
     for r in rows:  # against the best streaming rate seen in the run
         for d in r.get("decode", []):
             d["floor_ms"] = d["read_mb_per_step"] / stream
-    print_tables(rows, args, peak * 1e3 if peak else max(measured.values()), stream)
+    print_tables(rows, args, peak * 1e3 if peak else max(measured.values()), stream, measured)
     verdicts = model_lines(rows)
     print("\ntargets (issue 17):\n" + "\n".join(f"  {line}" for line in verdicts))
     print("BENCH_MODEL " + json.dumps({"peak_gflops": measured, "stream_gbps": stream, "rows": rows,

@@ -79,6 +79,20 @@ def test_bench_models_load_column_carries_the_steal_share():
     assert bench_model.load_cell({"load_start": None, "load_end": None, "steal": None}) == "n/a, steal n/a"
 
 
+def test_bench_models_own_peak_line_divides_each_frameworks_rate_by_its_own_peak():
+    import bench_model
+
+    rows = [{"config": "demo", "ours_train_gflops": 100.0, "torch_train_gflops": 120.0},
+            {"config": "20m", "ours_train_gflops": 174.0, "torch_train_gflops": 194.0}]
+    line = bench_model.own_peak_line(rows, {"jax": 290.0, "torch": 334.0})
+    assert line == ("fp32 matmul peaks of this run: jax 290, torch 334 GFLOP/s (jax / torch 0.87); train GFLOP/s "
+                    "over the framework's own peak, ours / torch: demo 34% / 36%, 20m 60% / 58%")
+    assert bench_model.own_peak_line(rows, {"jax": 290.0}) is None              # no torch peak
+    assert bench_model.own_peak_line(rows, None) is None                        # --peak-tflops: a table peak
+    assert bench_model.own_peak_line([{"config": "demo", "ours_train_gflops": 1.0}],
+                                     {"jax": 1.0, "torch": 1.0}) is None         # --no-torch
+
+
 def test_interleaved_samples_take_one_sample_of_each_per_round_in_turn():
     import timing
 
