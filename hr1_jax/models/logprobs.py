@@ -174,8 +174,10 @@ def _ce_chunk(h, w, tgt, wt, valid: int):
     if valid < logits.shape[-1]:
         logits = jnp.where(ids < valid, logits, _NEG)
     lse = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+    # the target's logit by a gather, not a masked sum over the chunk: on XLA:CPU the mask was a
+    # [c, V] pass written out for the library reduction after it (~7% of the 20m CE train step)
+    logp = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0] - lse[..., 0]
     is_tgt = ids == tgt[..., None]
-    logp = jnp.sum(jnp.where(is_tgt, logits, 0.0), axis=-1) - lse[..., 0]
     dlogits = (jnp.exp(logits - lse) - is_tgt) * wt[..., None]        # d(-wt*logp)/dlogits, fp32
     if valid < logits.shape[-1]:  # as autodiff through the mask: no gradient into padded columns
         dlogits = jnp.where(ids < valid, dlogits, 0.0)
