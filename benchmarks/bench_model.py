@@ -362,7 +362,7 @@ def own_peak_line(rows, measured: dict | None) -> str | None:
             f"{jax_peak / torch_peak:.2f}); train GFLOP/s over the framework's own peak, ours / torch: {shares}")
 
 
-def print_tables(rows, args, peak_gflops, stream: float, measured: dict | None = None) -> None:
+def print_tables(rows, args, peak_gflops, stream: float, measured: dict | None) -> None:
     if not args.skip_train:
         print(f"\n**Train step** [{args.batch} x {args.seq}] CE + AdamW, medians of {args.repeats}, interleaved"
               + (f"; peak {peak_gflops:.0f} GFLOP/s (fp32 matmul, this run)" if peak_gflops else ""))

@@ -36,6 +36,7 @@ import threading
 import time
 
 from envs import registry
+from hr1_jax.patch.guards import rss_bytes_of
 from hr1_jax.patch.runner import HookOutcome, normalize_hook_result
 from hr1_jax.utils.jsonsafe import safe_str
 
@@ -48,7 +49,6 @@ RSS_CHECK_EVERY = 8              # calls between two looks at the hook process's
 _HEADER = struct.Struct("!I")
 _POLL_S = 0.02                   # watchdog period while a call runs
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class HookProcessError(Exception):
@@ -84,11 +84,7 @@ def patch_key(benchmark: str, sources: dict) -> str:
 
 
 def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return 0
+    return rss_bytes_of(pid) or 0   # 0 where /proc cannot be read: never counts as grown
 
 
 def _cpu_seconds(pid: int) -> float:
