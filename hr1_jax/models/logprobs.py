@@ -18,6 +18,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
+# Columns of the fused CE's logits gradient per block on CPU: an 8 MB [1024, 2048] fp32 block at
+# the 20m bench config, 2-3% faster steps there than 1024 or 4096-8192 columns (benchmarks/README.md)
+CPU_VOCAB_BLOCK = 2048
 _NEG = -1e30  # finite "minus infinity": keeps exp()/gradients NaN-free for padded vocab columns
 
 
@@ -163,30 +166,37 @@ def _head_weight_grad(h, dlogits):
     return jnp.einsum("ne,nv->ev", h, dlogits.astype(h.dtype), preferred_element_type=jnp.float32)
 
 
-def _ce_chunk(h, w, tgt, wt, valid: int):
+def _ce_chunk(h, w, tgt, wt, valid: int, vocab_block: int):
     """One chunk of `fused_ce_sum`: h [B,c,E], tgt/wt [B,c]. Returns (log-probs [B,c], d/dh
-    [B,c,E], d/dw [E,V] fp32) of sum(-wt * logp), the gradients from the chunk's own softmax."""
+    [B,c,E], d/dw [E,V] fp32) of sum(-wt * logp), the gradients from the chunk's own softmax.
+    The logits gradient is made and used a block of `vocab_block` columns at a time, so each block
+    feeds both gradient matmuls while it is still in cache (written whole, the 20m chunk's [1024, V]
+    block made three passes over main memory)."""
     shape = h.shape
     h = h.reshape(-1, shape[-1])  # 2-D matmuls: XLA:CPU's fast GEMM path (not so for [B,c,E] dots)
     tgt, wt = tgt.reshape(-1), wt.reshape(-1)
+    v = w.shape[-1]
     logits = jnp.dot(h, w, preferred_element_type=jnp.float32)
-    ids = jnp.arange(logits.shape[-1])
-    if valid < logits.shape[-1]:
-        logits = jnp.where(ids < valid, logits, _NEG)
+    if valid < v:
+        logits = jnp.where(jnp.arange(v) < valid, logits, _NEG)
     lse = jax.nn.logsumexp(logits, axis=-1, keepdims=True)
     # the target's logit by a gather, not a masked sum over the chunk: on XLA:CPU the mask was a
     # [c, V] pass written out for the library reduction after it (~7% of the 20m CE train step)
     logp = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0] - lse[..., 0]
-    is_tgt = ids == tgt[..., None]
-    dlogits = (jnp.exp(logits - lse) - is_tgt) * wt[..., None]        # d(-wt*logp)/dlogits, fp32
-    if valid < logits.shape[-1]:  # as autodiff through the mask: no gradient into padded columns
-        dlogits = jnp.where(ids < valid, dlogits, 0.0)
-    dh = jnp.einsum("nv,ev->ne", dlogits.astype(w.dtype), w, preferred_element_type=jnp.float32)
-    dw = _head_weight_grad(h, dlogits)
+    dh, dws = 0.0, []
+    for lo in range(0, v, vocab_block):
+        hi = min(lo + vocab_block, v)
+        ids = jnp.arange(lo, hi)
+        dl = (jnp.exp(logits[:, lo:hi] - lse) - (ids == tgt[..., None])) * wt[..., None]  # d(-wt*logp)/dlogits
+        if valid < hi:  # as autodiff through the mask: no gradient into padded columns
+            dl = jnp.where(ids < valid, dl, 0.0)
+        dh = dh + jnp.einsum("nv,ev->ne", dl.astype(w.dtype), w[:, lo:hi], preferred_element_type=jnp.float32)
+        dws.append(_head_weight_grad(h, dl))
+    dw = dws[0] if len(dws) == 1 else jnp.concatenate(dws, axis=1)
     return logp.reshape(shape[:-1]), dh.astype(h.dtype).reshape(shape), dw
 
 
-def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid):
+def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid, vocab_block):
     b, t, e = hidden.shape
     c = max(1, min(chunk_tokens // b, t))  # positions per chunk: ~chunk_tokens rows of logits
     n = -(-t // c)
@@ -196,7 +206,7 @@ def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid):
     w = head_weight.astype(hidden.dtype)
 
     def body(dw, xs):
-        logp, dh, dw_c = _ce_chunk(*xs[:1], w, *xs[1:], valid)
+        logp, dh, dw_c = _ce_chunk(*xs[:1], w, *xs[1:], valid, vocab_block)
         return dw + dw_c, (logp, dh)
 
     dw0 = jnp.zeros(w.shape, jnp.float32)
@@ -206,12 +216,12 @@ def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid):
     return -jnp.sum(logp * weights), (unchunk(dh), dw.astype(head_weight.dtype), logp)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _fused_ce(hidden, head_weight, targets, weights, chunk_tokens, valid):
-    return _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid)[0]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
+def _fused_ce(hidden, head_weight, targets, weights, chunk_tokens, valid, vocab_block):
+    return _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid, vocab_block)[0]
 
 
-def _fused_ce_bwd(chunk_tokens, valid, res, g):
+def _fused_ce_bwd(chunk_tokens, valid, vocab_block, res, g):
     dh, dw, logp = res
     # g is the fp32 loss cotangent: scaling by it must keep each gradient in its primal's dtype (a bf16
     # head's fp32 gradient would turn AdamW's moments fp32 after the first step: a second compile)
@@ -221,9 +231,10 @@ def _fused_ce_bwd(chunk_tokens, valid, res, g):
 _fused_ce.defvjp(_ce_forward, _fused_ce_bwd)
 
 
-@functools.partial(jax.jit, static_argnames=("chunk_tokens", "valid_vocab_size"))
+@functools.partial(jax.jit, static_argnames=("chunk_tokens", "valid_vocab_size", "vocab_block"))
 def fused_ce_sum(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array, weights: jax.Array, *,
-                 chunk_tokens: int = 1024, valid_vocab_size: int | None = None) -> jax.Array:
+                 chunk_tokens: int = 1024, valid_vocab_size: int | None = None,
+                 vocab_block: int | None = None) -> jax.Array:
     """sum(weights * -log p(targets | hidden)) under softmax(hidden @ head_weight) over ids <
     valid_vocab_size: the LM head and cross-entropy fused, walking the sequence in chunks of about
     `chunk_tokens` tokens (whole rows of the batch: chunk_tokens // B positions; 1024 tokens were
@@ -232,6 +243,9 @@ def fused_ce_sum(hidden: jax.Array, head_weight: jax.Array, targets: jax.Array, 
     into d/dhidden and a d/dhead_weight partial sum: no [B, T, V] logits are kept for the backward
     and the head matmul is not recomputed (3 head matmuls, as unfused autodiff). hidden [B,T,E],
     head_weight [E,V], targets int [B,T], weights fp32 [B,T] (their gradient is -logp). Returns an
-    fp32 scalar."""
-    valid = min(head_weight.shape[1], valid_vocab_size or head_weight.shape[1])
-    return _fused_ce(hidden, head_weight, targets, weights.astype(jnp.float32), chunk_tokens, valid)
+    fp32 scalar. The logits gradient is taken `vocab_block` columns at a time (None: CPU_VOCAB_BLOCK
+    on CPU, the whole vocabulary elsewhere)."""
+    v = head_weight.shape[1]
+    valid = min(v, valid_vocab_size or v)
+    block = vocab_block or (CPU_VOCAB_BLOCK if jax.default_backend() == "cpu" else v)
+    return _fused_ce(hidden, head_weight, targets, weights.astype(jnp.float32), chunk_tokens, valid, block)

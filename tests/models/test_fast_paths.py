@@ -248,8 +248,10 @@ def test_cpu_key_blocks_hold_at_most_16_kib_of_keys_and_round_trip():
     assert key_block(4096, 64, 4) == 64 and key_block(4096, 32, 4) == 128 and key_block(4096, 128, 2) == 64
 
 
-@pytest.mark.parametrize("chunk_tokens,valid", [(4096, None), (24, None), (24, 45), (7, 50)])
-def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid):
+# vocab_block 16 of 50 columns: blocks 16, 16, 16, 2, the padded columns from 45 inside the third
+@pytest.mark.parametrize("chunk_tokens,valid,vocab_block", [(4096, None, None), (24, None, None), (24, 45, None),
+                                                            (7, 50, None), (24, 45, 16), (7, None, 16)])
+def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid, vocab_block):
     b, t, e, v = 3, 19, 16, 50
     ks = jax.random.split(jax.random.key(3), 4)
     h = jax.random.normal(ks[0], (b, t, e))
@@ -260,7 +262,8 @@ def test_fused_ce_matches_autodiff_through_token_logprobs(chunk_tokens, valid):
     def ref(h, w, wt):
         return -jnp.sum(token_logprobs(h, w, tg, chunk_size=t, valid_vocab_size=valid)[0] * wt)
 
-    fused = lambda h, w, wt: fused_ce_sum(h, w, tg, wt, chunk_tokens=chunk_tokens, valid_vocab_size=valid)
+    fused = lambda h, w, wt: fused_ce_sum(h, w, tg, wt, chunk_tokens=chunk_tokens, valid_vocab_size=valid,
+                                          vocab_block=vocab_block)
     (l_ref, g_ref), (l, g) = (jax.value_and_grad(f, argnums=(0, 1, 2))(h, w, wt) for f in (ref, fused))
     logit_scale = float(jnp.abs(h).max() * jnp.abs(w).max()) * e
     np.testing.assert_allclose(float(l), float(l_ref), atol=reorder_tol(logit_scale * b * t, v + b * t))
