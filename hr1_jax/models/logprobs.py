@@ -18,8 +18,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-# Columns of the fused CE's logits gradient per block on CPU: an 8 MB [1024, 2048] fp32 block at
-# the 20m bench config, 2-3% faster steps there than 1024 or 4096-8192 columns (benchmarks/README.md)
+# Columns of the fused CE's logits gradient per block on CPU: an 8 MB [1024, 2048] fp32 block at the
+# 20m bench config, whose step ran 2-3% faster than with the whole vocabulary at once, as fast as with
+# 1024 columns and faster than with 4096-8192 (benchmarks/README.md, eighteenth session)
 CPU_VOCAB_BLOCK = 2048
 _NEG = -1e30  # finite "minus infinity": keeps exp()/gradients NaN-free for padded vocab columns
 
