@@ -193,8 +193,7 @@ def _ce_chunk(h, w, tgt, wt, valid: int, vocab_block: int):
             dl = jnp.where(ids < valid, dl, 0.0)
         dh = dh + jnp.einsum("nv,ev->ne", dl.astype(w.dtype), w[:, lo:hi], preferred_element_type=jnp.float32)
         dws.append(_head_weight_grad(h, dl))
-    dw = dws[0] if len(dws) == 1 else jnp.concatenate(dws, axis=1)
-    return logp.reshape(shape[:-1]), dh.astype(h.dtype).reshape(shape), dw
+    return logp.reshape(shape[:-1]), dh.astype(h.dtype).reshape(shape), jnp.concatenate(dws, axis=1)
 
 
 def _ce_forward(hidden, head_weight, targets, weights, chunk_tokens, valid, vocab_block):

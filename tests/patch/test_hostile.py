@@ -8,6 +8,7 @@ import time
 import pytest
 
 from hr1_jax.patch import HookCompileError, call_hook, compile_hook, run_hook
+from hr1_jax.patch.guards import rss_bytes_of
 
 COMPILE = "compile"
 # Bombs whose guard needs some work before it trips may also hit the wall clock first; either
@@ -218,8 +219,7 @@ def test_enough_hostile_cases():
 
 
 def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return rss_bytes_of(os.getpid())
 
 
 def test_host_healthy_after_all_hostile_cases():
