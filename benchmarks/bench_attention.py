@@ -1,6 +1,7 @@
 """Causal self-attention forward + backward of a train step: the model's attention (`_softmax_attend`'s
 own VJP) against autodiff through `jax.nn.softmax` (the plain formula it replaced), same blocks, same
-inputs, in one process.
+inputs, in one process; then bench_model.py's whole train step with the model's causal attention
+(query blocks split off q) against the former form (each block's rows sliced out of the whole q).
 
     .venv/bin/python benchmarks/bench_attention.py [--shapes demo,20m] [--batch 8] [--seq 512]
         [--repeats 9]
@@ -10,7 +11,9 @@ with two left-padded rows, loss = sum(out * cotangent), `jax.value_and_grad` ove
 Both ways are timed interleaved (`ab_compare.compare`: one call each per round, in
 position-balanced rounds after two untimed ones), medians over `--repeats` rounds; the ratio is the
 baseline's median over ours, with the median of the same-round ratios beside it. The max
-|difference| of the outputs and gradients is printed as a check. Load at start and end and the
+|difference| of the outputs and gradients is printed as a check. The step table times `ShardedTrainer`
+steps of the shape's `bench_model.py` config on a [batch, seq] batch, one trainer per way (same initial
+weights), the first step's loss the check. Load at start and end and the
 steal share of all CPU time while timing are printed. Runs under the glibc malloc tunables and
 XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
@@ -33,7 +36,10 @@ import jax.numpy as jnp  # noqa: E402
 configure_jax()
 
 from ab_compare import compare, parse_shape_args, traced_with  # noqa: E402  (benchmarks/, the script's folder)
-from hr1_jax.models import attention  # noqa: E402
+from bench_model import CONFIGS, make_batch, make_trainer  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from hr1_jax.models import attention, build_model  # noqa: E402
 
 # (query heads, KV heads, head_dim) of bench_model.py's configs
 SHAPES = {"tiny": (4, 2, 16), "demo": (4, 2, 32), "20m": (4, 2, 64)}
@@ -53,6 +59,37 @@ def step_fn(core, valid, cotangent):
         return jnp.sum(attention.causal_attention(q, k, v, valid, q.shape[1]) * cotangent)
 
     return traced_with(attention, "_softmax_attend", core, jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2))))
+
+
+def sliced_causal_attention(q, k, v, kv_valid, chunk: int):
+    """The step table's baseline: the former `attention.causal_attention`, whose query blocks were rows
+    sliced out of the whole q laid out as rows (each slice's gradient a pad to the whole sequence,
+    the pads summed)."""
+    t, kvh = q.shape[1], k.shape[1]
+    g = q.shape[2] // kvh
+    qr, slots = attention._rows(q, kvh), jnp.repeat(jnp.arange(t), g)
+    size = min(chunk, max(attention.CAUSAL_BLOCK, -(-t // attention.CAUSAL_MAX_BLOCKS)))
+    if t <= size:
+        return attention._unrows(attention._attend(qr, k, v, slots, kv_valid), t)
+    block = jax.checkpoint(attention._attend) if t > chunk else attention._attend
+    outs = []
+    for lo in range(0, t, size):
+        hi = min(t, lo + size)
+        outs.append(block(qr[:, :, lo * g:hi * g], k[:, :, :hi], v[:, :, :hi], slots[lo * g:hi * g],
+                          kv_valid[:, :hi]))
+    return attention._unrows(jnp.concatenate(outs, axis=2), t)
+
+
+def bench_step(name: str, batch: int, seq: int, repeats: int) -> dict:
+    """bench_model's train step at config `name`: the former query blocks ("sliced") against ours."""
+    cfg = CONFIGS[name]
+
+    def trainer_step(impl):
+        trainer = make_trainer(build_model(cfg, nnx.Rngs(0)))
+        return traced_with(attention, "causal_attention", impl, lambda b: trainer.step(b)["loss"])
+
+    fns = {"sliced": trainer_step(sliced_causal_attention), "ours": trainer_step(attention.causal_attention)}
+    return {"shape": name} | compare(fns, (make_batch(cfg.vocab_size, batch, seq),), repeats, baseline="sliced")
 
 
 def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
@@ -80,6 +117,14 @@ def main(argv=None) -> int:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
         print(f"| {name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']}) | {r['autodiff_ms']:.2f} | {r['ours_ms']:.2f} "
               f"| {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) | {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |")
+    print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: query "
+          f"blocks sliced out of the whole q")
+    print("| config | sliced ms | ours ms | sliced / ours (pairwise) | first loss abs diff | load | steal |")
+    print("|---|--:|--:|--:|--:|--|--|")
+    for name in args.shapes:
+        r = bench_step(name, args.batch, args.seq, args.repeats)
+        print(f"| {name} | {r['sliced_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) "
+              f"| {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |", flush=True)
     return 0
 
 

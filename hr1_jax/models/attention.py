@@ -106,20 +106,23 @@ def causal_attention(q, k, v, kv_valid, chunk: int):
     """Self-attention of a whole sequence (query i at slot i), k/v head-major [B,KV,T,D]: each
     block of queries sees only the keys up to its own end. Sequences longer than `chunk` (the
     model's attn_chunk_size) use blocks of at most `chunk` queries, each rematerialised in the
-    backward pass (score memory O(T * chunk))."""
+    backward pass (score memory O(T * chunk)). The query blocks are split off q before each is laid
+    out as rows, and the outputs joined back along T: q's gradient is then a concatenation of the
+    blocks' gradients, where rows sliced out of the whole q had each block's gradient padded to the
+    whole sequence and summed (2-3% of the demo train step on XLA:CPU; benchmarks/README.md)."""
     t, kvh = q.shape[1], k.shape[1]
     g = q.shape[2] // kvh
-    qr, slots = _rows(q, kvh), jnp.repeat(jnp.arange(t), g)
     size = min(chunk, max(CAUSAL_BLOCK, -(-t // CAUSAL_MAX_BLOCKS)))
     if t <= size:
-        return _unrows(_attend(qr, k, v, slots, kv_valid), t)
+        return _unrows(_attend(_rows(q, kvh), k, v, jnp.repeat(jnp.arange(t), g), kv_valid), t)
     block = jax.checkpoint(_attend) if t > chunk else _attend
     outs = []
-    for lo in range(0, t, size):
-        hi = min(t, lo + size)
-        outs.append(block(qr[:, :, lo * g:hi * g], k[:, :, :hi], v[:, :, :hi], slots[lo * g:hi * g],
-                          kv_valid[:, :hi]))
-    return _unrows(jnp.concatenate(outs, axis=2), t)
+    for lo, q_block in zip(range(0, t, size), jnp.split(q, list(range(size, t, size)), axis=1)):
+        hi = lo + q_block.shape[1]
+        out = block(_rows(q_block, kvh), k[:, :, :hi], v[:, :, :hi], jnp.repeat(jnp.arange(lo, hi), g),
+                    kv_valid[:, :hi])
+        outs.append(_unrows(out, hi - lo))
+    return jnp.concatenate(outs, axis=1)
 
 
 def _attend_segments(qr, ks, vs, row_slots, kv_valid):
