@@ -54,6 +54,14 @@ def compare(fns: dict, args: tuple, repeats: int, baseline: str) -> dict:
                   "load": f"{load_start} -> {load_text()}", "steal": window.steal_text()}
 
 
+def table_row(label: str, result: dict, baseline: str) -> str:
+    """A markdown row of a `compare` result: label, both medians, the ratio (pairwise), the check's max
+    |difference|, load and steal."""
+    r = result
+    return (f"| {label} | {r[baseline + '_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) "
+            f"| {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |")
+
+
 def parse_shape_args(description: str, shapes: dict, argv=None) -> argparse.Namespace:
     """--shapes (comma-separated keys of `shapes`, checked) --batch --seq --repeats; `args.shapes` is a list."""
     ap = argparse.ArgumentParser(description=description)

@@ -35,7 +35,7 @@ import jax.numpy as jnp  # noqa: E402
 
 configure_jax()
 
-from ab_compare import compare, parse_shape_args, traced_with  # noqa: E402  (benchmarks/, the script's folder)
+from ab_compare import compare, parse_shape_args, table_row, traced_with  # noqa: E402  (benchmarks/, the script's folder)
 from bench_model import CONFIGS, make_batch, make_trainer  # noqa: E402
 from flax import nnx  # noqa: E402
 
@@ -115,16 +115,14 @@ def main(argv=None) -> int:
     print("|---|--:|--:|--:|--:|--|--|")
     for name in args.shapes:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
-        print(f"| {name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']}) | {r['autodiff_ms']:.2f} | {r['ours_ms']:.2f} "
-              f"| {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) | {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |")
+        print(table_row(f"{name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']})", r, "autodiff"), flush=True)
     print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: query "
           f"blocks sliced out of the whole q")
     print("| config | sliced ms | ours ms | sliced / ours (pairwise) | first loss abs diff | load | steal |")
     print("|---|--:|--:|--:|--:|--|--|")
     for name in args.shapes:
         r = bench_step(name, args.batch, args.seq, args.repeats)
-        print(f"| {name} | {r['sliced_ms']:.2f} | {r['ours_ms']:.2f} | {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) "
-              f"| {r['max_abs_diff']:.1e} | {r['load']} | {r['steal']} |", flush=True)
+        print(table_row(name, r, "sliced"), flush=True)
     return 0
 
 

@@ -40,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 
 configure_jax()
 
-from ab_compare import compare, parse_shape_args, traced_with  # noqa: E402  (benchmarks/, the script's folder)
+from ab_compare import compare, parse_shape_args, table_row, traced_with  # noqa: E402  (benchmarks/, the script's folder)
 from hr1_jax.models import logprobs  # noqa: E402
 
 # (hidden size, vocabulary) of bench_model.py's configs
@@ -111,9 +111,7 @@ def main(argv=None) -> int:
         for name in args.shapes:
             r = bench_shape(path, name, args.batch, args.seq, args.repeats)
             rows.append(r)
-            print(f"| {name} ({r['hidden_size']} / {r['vocab']}) | {r[baseline + '_ms']:.2f} | {r['ours_ms']:.2f} "
-                  f"| {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) | {r['max_abs_diff']:.1e} | {r['load']} "
-                  f"| {r['steal']} |", flush=True)
+            print(table_row(f"{name} ({r['hidden_size']} / {r['vocab']})", r, baseline), flush=True)
     print("BENCH_CE " + json.dumps(rows))
     return 0
 
