@@ -1,4 +1,5 @@
-"""The top-p nucleus search: one bisection over the whole batch against the CPU's chunked search.
+"""The top-p nucleus search: one bisection over the whole batch against the CPU's chunked search, and
+the chunked search against its former form.
 
     .venv/bin/python benchmarks/bench_sampler.py [--points 8x32000,16x32000,8x151936,16x151936] [--repeats 7]
 
@@ -6,9 +7,12 @@
 Over the whole [B, V] batch at once (what accelerators run, and what CPU ran before), XLA:CPU
 splits each pass's reduction across its thread pool once it covers more than ~32K entries; on CPU
 the search now goes one chunk of at most `CPU_NUCLEUS_CHUNK` entries at a time (a group of rows, or
-one row in pieces). Per point: ms per search (median of --repeats, both timed in turn each round),
-ns per entry and pass, the chunked/batched time ratio (median of same-round ratios), and whether
-the thresholds are bit-identical. Softmax of N(0, 0.5^2)/0.7 logits, top_p 0.95. The load average
+one row in pieces). The former chunked search (`former_chunked_threshold`, kept here as the
+baseline) read a row that fits a chunk as a one-piece loop and ran each row's search under
+`lax.map`'s batch_size, so a single row's bracket was a [1] array. Per point: ms per search
+(median of --repeats, the three timed in turn each round, the order reversed every other round), ns per entry and pass, the chunked /
+whole-batch and chunked / former time ratios (medians of same-round ratios), and whether the
+thresholds are bit-identical. Softmax of N(0, 0.5^2)/0.7 logits, top_p 0.95. The load average
 is printed before and after, with the steal share of all CPU time over the run.
 """
 from __future__ import annotations
@@ -23,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 
 from hr1_jax.models import sampler  # noqa: E402
 from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the script's folder)
@@ -41,6 +46,22 @@ def sample_ms(fn, probs) -> callable:
         out.block_until_ready()
         return (time.perf_counter() - start) / CALLS * 1e3
     return sample
+
+
+def former_chunked_threshold(probs, top_p, chunk: int = sampler.CPU_NUCLEUS_CHUNK):
+    """`nucleus_threshold`'s chunked search as it was until 2026-12-07: every chunked point as rows in
+    pieces (a row that fits a chunk as one piece), under lax.map's batch_size."""
+    b, v = probs.shape
+    n = -(-v // chunk)
+    size = -(-v // n)
+    pieces = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size)
+
+    def one_row(row):
+        def mass_above(t):
+            return jax.lax.fori_loop(0, n, lambda j, acc: acc + sampler._masked_mass(row[j], t), jnp.zeros_like(t))
+        return sampler._bisect_nucleus((), top_p, mass_above)
+    bits = jax.lax.map(one_row, pieces, batch_size=chunk // size)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
 
 
 def parse_points(text: str) -> list[tuple[int, int]]:
@@ -63,20 +84,24 @@ def main() -> int:
     print(f"load average before: {load_text()}; backend {jax.default_backend()}, "
           f"CPU_NUCLEUS_CHUNK {sampler.CPU_NUCLEUS_CHUNK}, {PASSES} passes a search")
     # the whole batch at once (the accelerator path): a chunk as large as the batch
-    batched = jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P, chunk=p.size))
-    chunked = jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P))
-    print(f"| B x V | whole batch ms | chunked ms | whole batch ns/entry/pass | chunked ns/entry/pass "
-          f"| chunked / whole batch (same-round) | thresholds |")
-    print("|---|--:|--:|--:|--:|--:|---|")
+    fns = {"batch": jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P, chunk=p.size)),
+           "chunk": jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P)),
+           "former": jax.jit(lambda p: former_chunked_threshold(p, TOP_P))}
+    print("| B x V | whole batch ms | chunked ms | former chunked ms | whole batch ns/entry/pass "
+          "| chunked ns/entry/pass | chunked / whole batch (same-round) | chunked / former (same-round) "
+          "| thresholds |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|---|")
     for b, v in points:
         probs = jax.nn.softmax(jax.random.normal(jax.random.key(b * 7 + v), (b, v)) * 0.5 / 0.7, axis=-1)
-        same = bool((batched(probs) == chunked(probs)).all())  # also compiles both
-        times = interleaved_samples({"batch": sample_ms(batched, probs), "chunk": sample_ms(chunked, probs)},
-                                    args.repeats)
-        per_entry = {k: statistics.median(t) * 1e6 / (PASSES * b * v) for k, t in times.items()}
-        print(f"| {b} x {v} | {statistics.median(times['batch']):.3f} | {statistics.median(times['chunk']):.3f} "
+        out = {k: fn(probs) for k, fn in fns.items()}  # also compiles each
+        same = all(bool((x == out["chunk"]).all()) for x in out.values())
+        times = interleaved_samples({k: sample_ms(fn, probs) for k, fn in fns.items()}, args.repeats, balanced=True)
+        ms = {k: statistics.median(t) for k, t in times.items()}
+        per_entry = {k: ms[k] * 1e6 / (PASSES * b * v) for k in ("batch", "chunk")}
+        print(f"| {b} x {v} | {ms['batch']:.3f} | {ms['chunk']:.3f} | {ms['former']:.3f} "
               f"| {per_entry['batch']:.3f} | {per_entry['chunk']:.3f} "
-              f"| {pairwise_median(times['chunk'], times['batch']):.2f} | {'identical' if same else 'DIFFER'} |",
+              f"| {pairwise_median(times['chunk'], times['batch']):.2f} "
+              f"| {pairwise_median(times['chunk'], times['former']):.2f} | {'identical' if same else 'DIFFER'} |",
               flush=True)
     print(f"load average after: {load_text()}; steal during the run: {window.steal_text()}")
     return 0

@@ -67,11 +67,12 @@ def test_truncation_and_tokens_match_the_sorted_reference(v, top_k, top_p):
             np.testing.assert_array_equal(categorical(key, ours), jax.random.categorical(key, ref, axis=-1))
 
 
-@pytest.mark.parametrize("v,chunk", [(1024, 2048), (1024, 100), (5, 16), (300, 64)],
-                         ids=["row-pairs", "row-pieces", "row-triples", "row-pieces-ragged"])
+@pytest.mark.parametrize("v,chunk", [(1024, 2048), (1024, 1500), (1024, 100), (5, 16), (300, 64)],
+                         ids=["row-pairs", "single-rows", "row-pieces", "row-triples", "row-pieces-ragged"])
 def test_cpu_chunked_nucleus_matches_the_sorted_reference(v, chunk, monkeypatch):
-    """The CPU's chunked top-p search (groups of rows, or one row summed piece by piece, with a zero-
-    padded last piece) keeps the sorted reference's nucleus, as the whole-batch search does."""
+    """The CPU's chunked top-p search (groups of rows with zero rows padding the last, one row at a
+    time, or one row summed piece by piece, with a zero-padded last piece) keeps the sorted
+    reference's nucleus, as the whole-batch search does."""
     if jax.default_backend() != "cpu":
         pytest.skip("the chunked nucleus search runs on CPU only")
     monkeypatch.setattr(sampler, "CPU_NUCLEUS_CHUNK", chunk)  # 6 rows of v entries: more than one chunk
