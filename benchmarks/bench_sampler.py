@@ -3,17 +3,20 @@ the chunked search against its former form.
 
     .venv/bin/python benchmarks/bench_sampler.py [--points 8x32000,16x32000,8x151936,16x151936] [--repeats 7]
 
-`hr1_jax.models.sampler.nucleus_threshold` finds each row's top-p threshold by 30 masked-sum passes.
-Over the whole [B, V] batch at once (what accelerators run, and what CPU ran before), XLA:CPU
-splits each pass's reduction across its thread pool once it covers more than ~32K entries; on CPU
-the search now goes one chunk of at most `CPU_NUCLEUS_CHUNK` entries at a time (a group of rows, or
-one row in pieces). The former chunked search (`former_chunked_threshold`, kept here as the
-baseline) read a row that fits a chunk as a one-piece loop and ran each row's search under
-`lax.map`'s batch_size, so a single row's bracket was a [1] array. Per point: ms per search
-(median of --repeats, the three timed in turn each round, the order reversed every other round), ns per entry and pass, the chunked /
-whole-batch and chunked / former time ratios (medians of same-round ratios), and whether the
-thresholds are bit-identical. Softmax of N(0, 0.5^2)/0.7 logits, top_p 0.95. The load average
-is printed before and after, with the steal share of all CPU time over the run.
+`hr1_jax.models.sampler.nucleus_threshold` finds each row's top-p threshold. Over the whole [B, V]
+batch at once (what accelerators run, and what CPU ran before c435417) it bisects in 30 masked-sum
+passes, and XLA:CPU splits each pass's reduction across its thread pool once it covers more than
+~32K entries. On CPU the search goes one chunk of at most `CPU_NUCLEUS_CHUNK` entries at a time: a
+group of whole rows (still the bisection), or, for a row of more than half a chunk, one row at a
+time by `_search_row_nucleus` (the bisection's threshold in fewer passes), whole or in pieces
+(`whole_batch_threshold` is the accelerators' bisection, called directly). The
+former chunked search (`former_chunked_threshold`, kept here as the baseline) bisected every row in
+pieces under `lax.map`'s batch_size. Per point: ms per search (median of --repeats, the three timed
+in turn each round, the order reversed every other round), the whole batch's ns per entry and pass,
+the row search's passes on the point's rows (whole rows: min / median / max), the chunked / whole
+batch and chunked / former time ratios (medians of same-round ratios), and whether the thresholds
+are bit-identical. Softmax of N(0, 0.5^2)/0.7 logits, top_p 0.95. The load average is printed before
+and after, with the steal share of all CPU time over the run.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from machine_state import CpuWindow, load_text  # noqa: E402  (benchmarks/, the 
 from timing import interleaved_samples, pairwise_median  # noqa: E402
 
 TOP_P = 0.95
-PASSES = sampler._ONE_BITS.bit_length()
+PASSES = sampler._ONE_BITS.bit_length()  # the whole batch's bisection
 CALLS = 20  # searches per timed sample
 
 
@@ -64,6 +67,19 @@ def former_chunked_threshold(probs, top_p, chunk: int = sampler.CPU_NUCLEUS_CHUN
     return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
 
 
+def whole_batch_threshold(probs):
+    """The accelerators' search: one bisection over the whole batch."""
+    bits = sampler._bisect_nucleus(probs.shape[:1], TOP_P, lambda t: sampler._masked_mass(probs, t[:, None]))
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
+
+
+@jax.jit
+def row_passes(row):
+    """The passes `_search_row_nucleus` makes on one whole row (the row max's pass not counted)."""
+    return sampler._search_row_nucleus(TOP_P, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t),
+                                       lambda t: sampler._max_below(row, t))[1]
+
+
 def parse_points(text: str) -> list[tuple[int, int]]:
     points = []
     for item in text.split(","):
@@ -82,14 +98,13 @@ def main() -> int:
     points = parse_points(args.points)
     window = CpuWindow()
     print(f"load average before: {load_text()}; backend {jax.default_backend()}, "
-          f"CPU_NUCLEUS_CHUNK {sampler.CPU_NUCLEUS_CHUNK}, {PASSES} passes a search")
-    # the whole batch at once (the accelerator path): a chunk as large as the batch
-    fns = {"batch": jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P, chunk=p.size)),
+          f"CPU_NUCLEUS_CHUNK {sampler.CPU_NUCLEUS_CHUNK}, {PASSES} passes a whole-batch search")
+    fns = {"batch": jax.jit(whole_batch_threshold),
            "chunk": jax.jit(lambda p: sampler.nucleus_threshold(p, TOP_P)),
            "former": jax.jit(lambda p: former_chunked_threshold(p, TOP_P))}
     print("| B x V | whole batch ms | chunked ms | former chunked ms | whole batch ns/entry/pass "
-          "| chunked ns/entry/pass | chunked / whole batch (same-round) | chunked / former (same-round) "
-          "| thresholds |")
+          "| row search passes (min / median / max) | chunked / whole batch (same-round) "
+          "| chunked / former (same-round) | thresholds |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|---|")
     for b, v in points:
         probs = jax.nn.softmax(jax.random.normal(jax.random.key(b * 7 + v), (b, v)) * 0.5 / 0.7, axis=-1)
@@ -97,9 +112,10 @@ def main() -> int:
         same = all(bool((x == out["chunk"]).all()) for x in out.values())
         times = interleaved_samples({k: sample_ms(fn, probs) for k, fn in fns.items()}, args.repeats, balanced=True)
         ms = {k: statistics.median(t) for k, t in times.items()}
-        per_entry = {k: ms[k] * 1e6 / (PASSES * b * v) for k in ("batch", "chunk")}
+        passes = sorted(int(row_passes(row)) for row in probs)
         print(f"| {b} x {v} | {ms['batch']:.3f} | {ms['chunk']:.3f} | {ms['former']:.3f} "
-              f"| {per_entry['batch']:.3f} | {per_entry['chunk']:.3f} "
+              f"| {ms['batch'] * 1e6 / (PASSES * b * v):.3f} "
+              f"| {passes[0]} / {statistics.median(passes):g} / {passes[-1]} "
               f"| {pairwise_median(times['chunk'], times['batch']):.2f} "
               f"| {pairwise_median(times['chunk'], times['former']):.2f} | {'identical' if same else 'DIFFER'} |",
               flush=True)

@@ -3,7 +3,8 @@ the attention's own VJP against autodiff through jax.nn.softmax, and the train s
 attention's query blocks split against sliced; `benchmarks/bench_ce.py`: the fused CE's head weight
 gradient against one folded contraction, and the log-probs' head matmul against autodiff) run end to
 end at a tiny size, and their check holds: both ways give the same values and gradients (the same
-first loss for the train step)."""
+first loss for the train step); `benchmarks/bench_sampler.py` (the top-p search) keeps one threshold
+across its three searches."""
 import re
 import subprocess
 import sys
@@ -31,3 +32,20 @@ def test_script_runs_and_both_ways_agree(script, seq):
         # results by far less than 1e-3
         assert float(cells[4]) < 1e-3, row
         assert re.match(r"[\d.]+ \([\d.]+\)", cells[3]), row     # ratio (pairwise)
+
+
+def test_bench_sampler_runs_and_every_search_keeps_the_same_thresholds():
+    """bench_sampler at small points on each CPU path (a lone row, rows in pieces, a group of rows):
+    the whole batch's bisection, the CPU search and its former form give bit-identical thresholds, and
+    the row search's passes are printed."""
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_sampler.py"),
+                          "--points", "1x20000,2x40000,4x1000", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line for line in out.stdout.splitlines() if re.match(r"\| \d+ x \d+ \|", line)]
+    assert len(rows) == 3, out.stdout
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert all(float(c) > 0 for c in cells[1:4]), row          # the three searches timed
+        assert re.fullmatch(r"\d+ / [\d.]+ / \d+", cells[5]), row  # row search passes: min / median / max
+        assert cells[-1] == "identical", row

@@ -105,7 +105,7 @@ _ONE_BITS = 0x3F800000  # the bit pattern of fp32 1.0: non-negative floats order
 def _bisect_nucleus(shape: tuple, top_p, mass_above) -> jax.Array:
     """The bit patterns [shape] of the smallest fp32 t with mass_above(t) < top_p, for the mass of
     probabilities above t: 30 halvings of [0, 1]'s bit patterns, each one masked sum that reads the
-    probabilities alone (no keys beside them: ~20% cheaper a pass)."""
+    probabilities alone (no keys beside them: ~20% cheaper a pass). The search of a batch of rows."""
     lo = jnp.zeros(shape, jnp.uint32)
     hi = jnp.full(shape, _ONE_BITS, jnp.uint32)  # mass(probs > 1) = 0 < top_p
 
@@ -116,6 +116,87 @@ def _bisect_nucleus(shape: tuple, top_p, mass_above) -> jax.Array:
         return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
 
     return jax.lax.fori_loop(0, _ONE_BITS.bit_length(), halve, (lo, hi))[1]
+
+
+# The row search's slack (`_search_row_nucleus`): the interpolation steps it may take beyond a
+# bisection's (ITP's n0), and the most times its upper end may snap onto an entry.
+_ITP_SLACK = 1
+_MAX_SNAPS = 2
+# Its int32 state, one vector (scalars in separate loop carries cost XLA:CPU a copy and a small
+# kernel each a pass, more than the pass's reduction at 32K entries): the bracket, the next
+# threshold to try, the side that moved last (-1 hi, 1 lo), interpolation steps and snaps taken,
+# whether a snap is due, and whether `mid` is a snap's probe.
+_LO, _HI, _MID, _SIDE, _STEPS, _SNAPS, _SNAP, _PROBE = range(8)
+
+
+def _float_of(bits: jax.Array) -> jax.Array:
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _bits_of(x: jax.Array) -> jax.Array:
+    """int32 bit patterns of non-negative fp32 x, ordered like the values."""
+    return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32)
+
+
+def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[jax.Array, jax.Array]:
+    """`_bisect_nucleus` for one row of n probabilities, bit for bit, in about half its passes at
+    32K near-uniform entries (benchmarks/bench_sampler.py): (the threshold's bit pattern, the passes
+    made), int32 scalars. mass_above(t) is the row's fp32 sum of entries > t (monotone in t: the
+    bisection's), max_below(t) its largest entry <= t; row_max its largest entry.
+
+    The bracket [lo, hi] (mass_above(lo - 1) >= top_p > mass_above(hi)) starts at [0, row max] and is
+    split where a line through its ends' masses crosses top_p (regula falsi; Illinois: the end kept
+    twice has its residual halved), moved toward the midpoint to within ITP's radius, so the row
+    takes at most a bisection's passes + `_ITP_SLACK` besides its snaps. Interpolation finds the
+    answer's neighbourhood fast but not the gap below it (neighbouring entries can be ~1000 bit
+    patterns apart): once the bracket holds under 1.5 entries' worth of mass, hi snaps onto
+    max_below(hi), which has hi's mass above it, and the next pass tries the pattern just below that
+    entry; with it the only entry left, the search ends there. Each pass is one reduction."""
+    top_p = jnp.asarray(top_p, jnp.float32)
+    hi = _bits_of(row_max)
+    n_max = 32 - jax.lax.clz(hi) + _ITP_SLACK  # a bisection of [0, hi] takes bit_length(hi) passes
+    # first try: below (1 - top_p) / n the entries outside the nucleus could not hold 1 - top_p
+    first = jnp.clip(_bits_of(jnp.maximum((1.0 - top_p) / n, 0.0)), 0, jnp.maximum(hi - 1, 0))
+    ints = jnp.zeros(8, jnp.int32).at[_HI].set(hi).at[_MID].set(first)
+    masses = jnp.array([1.0, 0.0], jnp.float32)  # the mass above lo - 1 (1 until lo moves), above hi
+
+    def next_mid(lo, hi, f_lo, f_hi, side, stale, steps):
+        lo_v = jnp.where(lo > 0, _float_of(lo - 1), 0.0)
+        gl, gh = f_lo - top_p, f_hi - top_p  # gl >= 0 > gh
+        gl = jnp.where(stale & (side < 0), gl / 2, gl)
+        gh = jnp.where(stale & (side > 0), gh / 2, gh)
+        falsi = _bits_of(lo_v + gl / (gl - gh) * (_float_of(hi) - lo_v))
+        half = lo + (hi - 1 - lo) // 2
+        e = n_max - steps - 1  # ITP's radius: what the remaining slack allows
+        r = jnp.maximum(jnp.where(e >= 0, jnp.left_shift(1, jnp.clip(e, 0, 30)), 0) - (hi - lo) // 2, 0)
+        return jnp.clip(jnp.clip(falsi, half - r, half + r), lo, hi - 1)
+
+    def mass_pass(state):
+        ints, (f_lo, f_hi), passes = state
+        lo, hi, mid, side, steps, snaps, probe = (ints[k] for k in (_LO, _HI, _MID, _SIDE, _STEPS, _SNAPS, _PROBE))
+        f = mass_above(_float_of(mid))
+        below = f < top_p
+        moved = jnp.where(below, -1, 1)
+        lo, f_lo = jnp.where(below, lo, mid + 1), jnp.where(below, f_lo, f)
+        hi, f_hi = jnp.where(below, mid, hi), jnp.where(below, f, f_hi)
+        steps = steps + (probe == 0)
+        lo_v = jnp.where(lo > 0, _float_of(lo - 1), 0.0)
+        snap = (lo < hi) & (lo > 0) & (snaps < _MAX_SNAPS) & (f_lo - f_hi < 1.5 * lo_v)
+        mid = next_mid(lo, hi, f_lo, f_hi, moved, moved == side, steps)
+        ints = jnp.stack([lo, hi, mid, moved, steps, snaps, snap.astype(jnp.int32), jnp.int32(0)])  # _LO.._PROBE
+        return ints, jnp.stack([f_lo, f_hi]), passes + 1
+
+    def snap_pass(state):
+        ints, masses, passes = state
+        hi = _bits_of(max_below(_float_of(ints[_HI])))
+        ints = ints.at[_HI].set(hi).at[_MID].set(hi - 1).at[_SNAPS].add(1).at[_SNAP].set(0).at[_PROBE].set(1)
+        return ints, masses, passes + 1
+
+    ints, _, passes = jax.lax.while_loop(
+        lambda state: state[0][_LO] < state[0][_HI],
+        lambda state: jax.lax.cond(state[0][_SNAP] > 0, snap_pass, mass_pass, state),
+        (ints, masses, jnp.int32(0)))
+    return ints[_HI], passes
 
 
 # On CPU, XLA splits a reduction over more entries than this across its thread pool; for a bisection
@@ -129,31 +210,43 @@ def _masked_mass(x: jax.Array, t: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(x > t, x, 0.0), axis=-1)
 
 
+def _max_below(x: jax.Array, t: jax.Array) -> jax.Array:
+    return jnp.max(jnp.where(x <= t, x, 0.0), axis=-1)
+
+
+def _row_nucleus(row: jax.Array, top_p) -> jax.Array:
+    """`_search_row_nucleus` of one row, whole ([V]) or in pieces ([n, size], each pass over the
+    pieces in turn; zeros pad the last, never above a t >= 0)."""
+    if row.ndim == 1:
+        return _search_row_nucleus(top_p, row.shape[0], jnp.max(row), lambda t: _masked_mass(row, t),
+                                   lambda t: _max_below(row, t))[0]
+
+    def over_pieces(reduce, combine):
+        return lambda t: jax.lax.fori_loop(1, row.shape[0], lambda j, acc: combine(acc, reduce(row[j], t)),
+                                           reduce(row[0], t))
+    return _search_row_nucleus(top_p, row.size, jnp.max(row), over_pieces(_masked_mass, jnp.add),
+                               over_pieces(_max_below, jnp.maximum))[0]
+
+
 def nucleus_threshold(probs: jax.Array, top_p, chunk: int | None = None) -> jax.Array:
     """Per row [B, 1], the smallest fp32 t with mass(probs > t) < top_p, for probabilities [B, V]
     (each in [0, 1]): the nucleus is probs >= t. One bisection (`_bisect_nucleus`) over the whole
     batch, or, past `chunk` entries (default: `CPU_NUCLEUS_CHUNK` on CPU, no limit elsewhere), one
-    per group of whole rows of at most `chunk` entries, or per row in pieces of at most `chunk`, each
-    pass summing the pieces in turn. A search of one row keeps its bracket as scalars, and a row that
-    fits a chunk is read whole, not as a loop over one piece: together 0.88x the former form's time at
-    8 x 32000 (benchmarks/bench_sampler.py, which keeps that form as its baseline)."""
+    per group of whole rows of at most `chunk` entries. On CPU a row of more than half a chunk is
+    searched alone by `_search_row_nucleus` (the bisection's threshold in about half the passes),
+    whole or, past `chunk`, in pieces of at most `chunk` that each pass sums in turn."""
     b, v = probs.shape
-    chunk = chunk or (CPU_NUCLEUS_CHUNK if jax.default_backend() == "cpu" else b * v)
-    if b * v <= chunk:
-        bits = _bisect_nucleus((b,), top_p, lambda t: _masked_mass(probs, t[:, None]))
-    elif v > chunk:
+    on_cpu = jax.default_backend() == "cpu"
+    chunk = chunk or (CPU_NUCLEUS_CHUNK if on_cpu else b * v)
+    if on_cpu and 2 * v > chunk:
         n = -(-v // chunk)
         size = -(-v // n)
-        pieces = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size)  # zeros are never above t >= 0
-
-        def one_row(row):  # [n, size]
-            def mass_above(t):
-                return jax.lax.fori_loop(0, n, lambda j, acc: acc + _masked_mass(row[j], t), jnp.zeros_like(t))
-            return _bisect_nucleus((), top_p, mass_above)
-        bits = jax.lax.map(one_row, pieces)
-    elif (rows := chunk // v) == 1:
-        bits = jax.lax.map(lambda row: _bisect_nucleus((), top_p, lambda t: _masked_mass(row, t)), probs)
-    else:  # zero rows pad the last group: their thresholds are dropped
+        rows = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size) if n > 1 else probs
+        bits = jax.lax.map(lambda row: _row_nucleus(row, top_p), rows)
+    elif b * v <= chunk:
+        bits = _bisect_nucleus((b,), top_p, lambda t: _masked_mass(probs, t[:, None]))
+    else:  # groups of whole rows, zero rows padding the last (their thresholds are dropped)
+        rows = chunk // v
         groups = -(-b // rows)
         grouped = jnp.pad(probs, ((0, groups * rows - b), (0, 0))).reshape(groups, rows, v)
         search = lambda g: _bisect_nucleus((rows,), top_p, lambda t: _masked_mass(g, t[:, None]))
