@@ -4,9 +4,10 @@ Prompts of different lengths are left-padded into one [B, P] batch (P bucketed t
 of compiled shapes); the model's cache tracks padding, so a prompt gives the same output alone or
 beside longer prompts. Each step draws from the temperature / top-k / top-p processed distribution
 with key `fold_in(key, step)`, so a fixed key gives identical samples. Top-k and top-p find their
-thresholds by bisection on fp32 bit patterns, exact and without a sort (a full sort of a 32K vocabulary
+thresholds by search on fp32 bit patterns, exact and without a sort (a full sort of a 32K vocabulary
 was ~87% of a decode step): top-k on the logits (32 counting passes), top-p on the probabilities
-themselves (30 masked-sum passes that read only the probabilities). Argmax is a blocked max + argmax.
+themselves (masked-sum passes that read only the probabilities: 30 halvings over a batch, ~15
+interpolated passes over a CPU row, `nucleus_threshold`). Argmax is a blocked max + argmax.
 Untruncated sampling (top_k = 0, top_p = 1) draws `jax.random.categorical`'s Gumbel tokens; a
 truncated distribution is drawn by inverse CDF with one uniform per row (`draw_by_weight`: a
 block-sum pass plus one 128-wide block, instead of a full-vocabulary Gumbel tensor per step), and its
