@@ -147,16 +147,17 @@ def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[
 
     The bracket [lo, hi] (mass_above(lo - 1) >= top_p > mass_above(hi)) starts at [0, row max] and is
     split where a line through its ends' masses crosses top_p (regula falsi; Illinois: the end kept
-    twice has its residual halved), moved toward the midpoint to within ITP's radius, so the row
-    takes at most a bisection's passes + `_ITP_SLACK` besides its snaps. Interpolation finds the
-    answer's neighbourhood fast but not the gap below it (neighbouring entries can be ~1000 bit
-    patterns apart): once the bracket holds under 1.5 entries' worth of mass, hi snaps onto
-    max_below(hi), which has hi's mass above it, and the next pass tries the pattern just below that
-    entry; with it the only entry left, the search ends there. Each pass is one reduction."""
+    twice has its residual halved), moved toward the midpoint as far as ITP's projection needs, so the
+    row takes at most a bisection's passes + `_ITP_SLACK`, besides its snaps and the pass after each.
+    Interpolation finds the answer's neighbourhood fast but not the gap below it (neighbouring entries
+    can be ~1000 bit patterns apart): once the bracket holds under 1.5 entries' worth of mass, hi snaps
+    onto max_below(hi), which has hi's mass above it, and the next pass tries the pattern just below
+    that entry; with it the only entry left, the search ends there. Each pass is one reduction."""
     top_p = jnp.asarray(top_p, jnp.float32)
     hi = _bits_of(row_max)
     n_max = 32 - jax.lax.clz(hi) + _ITP_SLACK  # a bisection of [0, hi] takes bit_length(hi) passes
-    # first try: below (1 - top_p) / n the entries outside the nucleus could not hold 1 - top_p
+    # first try: below (1 - top_p) / n the entries outside the nucleus could not hold 1 - top_p (either
+    # side of it holds <= hi candidates, within the projection's bound for a first step: slack >= 1)
     first = jnp.clip(_bits_of(jnp.maximum((1.0 - top_p) / n, 0.0)), 0, jnp.maximum(hi - 1, 0))
     ints = jnp.zeros(8, jnp.int32).at[_HI].set(hi).at[_MID].set(first)
     masses = jnp.array([1.0, 0.0], jnp.float32)  # the mass above lo - 1 (1 until lo moves), above hi
@@ -167,10 +168,10 @@ def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[
         gl = jnp.where(stale & (side < 0), gl / 2, gl)
         gh = jnp.where(stale & (side > 0), gh / 2, gh)
         falsi = _bits_of(lo_v + gl / (gl - gh) * (_float_of(hi) - lo_v))
-        half = lo + (hi - 1 - lo) // 2
-        e = n_max - steps - 1  # ITP's radius: what the remaining slack allows
-        r = jnp.maximum(jnp.where(e >= 0, jnp.left_shift(1, jnp.clip(e, 0, 30)), 0) - (hi - lo) // 2, 0)
-        return jnp.clip(jnp.clip(falsi, half - r, half + r), lo, hi - 1)
+        # ITP's projection: both sides of the split keep at most m candidates, so after step j at most
+        # 2^(n_max - j - 1) are left, and one after n_max steps (the outer clip keeps any split valid)
+        m = jnp.left_shift(1, jnp.clip(n_max - steps - 1, 0, 30))
+        return jnp.clip(jnp.clip(falsi, hi - m, lo + m - 1), lo, hi - 1)
 
     def mass_pass(state):
         ints, (f_lo, f_hi), passes = state

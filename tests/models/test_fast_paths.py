@@ -125,6 +125,22 @@ def test_row_nucleus_search_is_the_bisection_bit_for_bit(name):
             assert int(passes) <= bound, (top_p, int(passes), bound)
 
 
+@pytest.mark.parametrize("name", ["near-uniform", "ties", "two-equal", "uniform"])
+def test_row_nucleus_search_without_snaps_is_bounded_by_itp(name, monkeypatch):
+    """With its snaps off, the row search is ITP's alone: at most a bisection's passes over [0, row max]
+    + `_ITP_SLACK` (ties and equal tops, where interpolation gains nothing, reach the bound), and still
+    the bisection's threshold."""
+    monkeypatch.setattr(sampler, "_MAX_SNAPS", 0)
+    search = jax.jit(lambda row, top_p: sampler._search_row_nucleus(  # traced here, without snaps
+        top_p, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t), lambda t: sampler._max_below(row, t)))
+    row = jnp.asarray(_ROWS[name](np.random.default_rng(2)))
+    bound = int(np.asarray(row.max()).view(np.int32)).bit_length() + sampler._ITP_SLACK
+    for top_p in (0.5, 0.9, 0.999):
+        got, passes = search(row, top_p)
+        assert int(got) == int(_row_search_and_bisection(row, top_p)[0])
+        assert int(passes) <= bound, (top_p, int(passes), bound)
+
+
 def test_row_nucleus_search_takes_about_half_the_bisection_passes_on_decode_rows():
     """On near-uniform 32K rows (a random model's decode step, as bench_model samples) the search
     takes at most 20 passes at median, where the bisection takes 30: where its speed comes from."""
