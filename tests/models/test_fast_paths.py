@@ -112,7 +112,7 @@ _ROWS = {  # name -> a row of probabilities from a seeded generator
 
 @pytest.mark.parametrize("name", list(_ROWS))
 def test_row_nucleus_search_is_the_bisection_bit_for_bit(name):
-    """The CPU's row search (regula falsi within ITP's radius, snapping onto entries) ends on the
+    """The CPU's row search (regula falsi within ITP's projection, snapping onto entries) ends on the
     bisection's threshold for every top_p, ties and padded zeros included, within a bisection's passes
     over [0, row max] + its slack and snaps."""
     rng = np.random.default_rng(0)
@@ -131,13 +131,15 @@ def test_row_nucleus_search_without_snaps_is_bounded_by_itp(name, monkeypatch):
     + `_ITP_SLACK` (ties and equal tops, where interpolation gains nothing, reach the bound), and still
     the bisection's threshold."""
     monkeypatch.setattr(sampler, "_MAX_SNAPS", 0)
-    search = jax.jit(lambda row, top_p: sampler._search_row_nucleus(  # traced here, without snaps
+    # traced here, without snaps (not the module's jitted helper, whose cached trace other tests share)
+    search = jax.jit(lambda row, top_p: sampler._search_row_nucleus(
         top_p, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t), lambda t: sampler._max_below(row, t)))
+    bisect = jax.jit(lambda row, top_p: sampler._bisect_nucleus((), top_p, lambda t: sampler._masked_mass(row, t)))
     row = jnp.asarray(_ROWS[name](np.random.default_rng(2)))
     bound = int(np.asarray(row.max()).view(np.int32)).bit_length() + sampler._ITP_SLACK
     for top_p in (0.5, 0.9, 0.999):
         got, passes = search(row, top_p)
-        assert int(got) == int(_row_search_and_bisection(row, top_p)[0])
+        assert int(got) == int(bisect(row, top_p))
         assert int(passes) <= bound, (top_p, int(passes), bound)
 
 
