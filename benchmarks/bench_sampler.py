@@ -69,15 +69,13 @@ def former_chunked_threshold(probs, top_p, chunk: int = sampler.CPU_NUCLEUS_CHUN
 
 def whole_batch_threshold(probs):
     """The accelerators' search: one bisection over the whole batch."""
-    bits = sampler._bisect_nucleus(probs.shape[:1], TOP_P, lambda t: sampler._masked_mass(probs, t[:, None]))
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
+    return sampler._float_of(sampler._bisect_rows(probs, TOP_P))[:, None]
 
 
 @jax.jit
 def row_passes(row):
     """The passes `_search_row_nucleus` makes on one whole row (the row max's pass not counted)."""
-    return sampler._search_row_nucleus(TOP_P, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t),
-                                       lambda t: sampler._max_below(row, t))[1]
+    return sampler._row_nucleus(row, TOP_P)[1]
 
 
 def parse_points(text: str) -> list[tuple[int, int]]:

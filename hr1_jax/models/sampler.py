@@ -103,6 +103,15 @@ def top_k_mask(logits: jax.Array, k: int) -> jax.Array:
 _ONE_BITS = 0x3F800000  # the bit pattern of fp32 1.0: non-negative floats order like their bits
 
 
+def _float_of(bits: jax.Array) -> jax.Array:
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _bits_of(x: jax.Array) -> jax.Array:
+    """int32 bit patterns of non-negative fp32 x, ordered like the values."""
+    return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32)
+
+
 def _bisect_nucleus(shape: tuple, top_p, mass_above) -> jax.Array:
     """The bit patterns [shape] of the smallest fp32 t with mass_above(t) < top_p, for the mass of
     probabilities above t: 30 halvings of [0, 1]'s bit patterns, each one masked sum that reads the
@@ -113,7 +122,7 @@ def _bisect_nucleus(shape: tuple, top_p, mass_above) -> jax.Array:
     def halve(_, bounds):
         lo, hi = bounds
         mid = lo + (hi - lo) // 2
-        ok = mass_above(jax.lax.bitcast_convert_type(mid, jnp.float32)) < top_p
+        ok = mass_above(_float_of(mid)) < top_p
         return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
 
     return jax.lax.fori_loop(0, _ONE_BITS.bit_length(), halve, (lo, hi))[1]
@@ -128,15 +137,6 @@ _MAX_SNAPS = 2
 # threshold to try, the side that moved last (-1 hi, 1 lo), interpolation steps and snaps taken,
 # whether a snap is due, and whether `mid` is a snap's probe.
 _LO, _HI, _MID, _SIDE, _STEPS, _SNAPS, _SNAP, _PROBE = range(8)
-
-
-def _float_of(bits: jax.Array) -> jax.Array:
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)
-
-
-def _bits_of(x: jax.Array) -> jax.Array:
-    """int32 bit patterns of non-negative fp32 x, ordered like the values."""
-    return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32)
 
 
 def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[jax.Array, jax.Array]:
@@ -162,8 +162,7 @@ def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[
     ints = jnp.zeros(8, jnp.int32).at[_HI].set(hi).at[_MID].set(first)
     masses = jnp.array([1.0, 0.0], jnp.float32)  # the mass above lo - 1 (1 until lo moves), above hi
 
-    def next_mid(lo, hi, f_lo, f_hi, side, stale, steps):
-        lo_v = jnp.where(lo > 0, _float_of(lo - 1), 0.0)
+    def next_mid(lo, hi, lo_v, f_lo, f_hi, side, stale, steps):
         gl, gh = f_lo - top_p, f_hi - top_p  # gl >= 0 > gh
         gl = jnp.where(stale & (side < 0), gl / 2, gl)
         gh = jnp.where(stale & (side > 0), gh / 2, gh)
@@ -184,7 +183,7 @@ def _search_row_nucleus(top_p, n: int, row_max, mass_above, max_below) -> tuple[
         steps = steps + (probe == 0)
         lo_v = jnp.where(lo > 0, _float_of(lo - 1), 0.0)
         snap = (lo < hi) & (lo > 0) & (snaps < _MAX_SNAPS) & (f_lo - f_hi < 1.5 * lo_v)
-        mid = next_mid(lo, hi, f_lo, f_hi, moved, moved == side, steps)
+        mid = next_mid(lo, hi, lo_v, f_lo, f_hi, moved, moved == side, steps)
         ints = jnp.stack([lo, hi, mid, moved, steps, snaps, snap.astype(jnp.int32), jnp.int32(0)])  # _LO.._PROBE
         return ints, jnp.stack([f_lo, f_hi]), passes + 1
 
@@ -216,18 +215,23 @@ def _max_below(x: jax.Array, t: jax.Array) -> jax.Array:
     return jnp.max(jnp.where(x <= t, x, 0.0), axis=-1)
 
 
-def _row_nucleus(row: jax.Array, top_p) -> jax.Array:
+def _bisect_rows(x: jax.Array, top_p) -> jax.Array:
+    """`_bisect_nucleus` of each row of probabilities x [..., V] (bit patterns [...])."""
+    return _bisect_nucleus(x.shape[:-1], top_p, lambda t: _masked_mass(x, t[..., None]))
+
+
+def _row_nucleus(row: jax.Array, top_p) -> tuple[jax.Array, jax.Array]:
     """`_search_row_nucleus` of one row, whole ([V]) or in pieces ([n, size], each pass over the
-    pieces in turn; zeros pad the last, never above a t >= 0)."""
+    pieces in turn; zeros pad the last, never above a t >= 0): (bit pattern, passes)."""
     if row.ndim == 1:
         return _search_row_nucleus(top_p, row.shape[0], jnp.max(row), lambda t: _masked_mass(row, t),
-                                   lambda t: _max_below(row, t))[0]
+                                   lambda t: _max_below(row, t))
 
     def over_pieces(reduce, combine):
         return lambda t: jax.lax.fori_loop(1, row.shape[0], lambda j, acc: combine(acc, reduce(row[j], t)),
                                            reduce(row[0], t))
     return _search_row_nucleus(top_p, row.size, jnp.max(row), over_pieces(_masked_mass, jnp.add),
-                               over_pieces(_max_below, jnp.maximum))[0]
+                               over_pieces(_max_below, jnp.maximum))
 
 
 def nucleus_threshold(probs: jax.Array, top_p, chunk: int | None = None) -> jax.Array:
@@ -244,16 +248,15 @@ def nucleus_threshold(probs: jax.Array, top_p, chunk: int | None = None) -> jax.
         n = -(-v // chunk)
         size = -(-v // n)
         rows = jnp.pad(probs, ((0, 0), (0, n * size - v))).reshape(b, n, size) if n > 1 else probs
-        bits = jax.lax.map(lambda row: _row_nucleus(row, top_p), rows)
+        bits = jax.lax.map(lambda row: _row_nucleus(row, top_p)[0], rows)
     elif b * v <= chunk:
-        bits = _bisect_nucleus((b,), top_p, lambda t: _masked_mass(probs, t[:, None]))
+        bits = _bisect_rows(probs, top_p)
     else:  # groups of whole rows, zero rows padding the last (their thresholds are dropped)
         rows = chunk // v
         groups = -(-b // rows)
         grouped = jnp.pad(probs, ((0, groups * rows - b), (0, 0))).reshape(groups, rows, v)
-        search = lambda g: _bisect_nucleus((rows,), top_p, lambda t: _masked_mass(g, t[:, None]))
-        bits = jax.lax.map(search, grouped).reshape(-1)[:b]
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)[:, None]
+        bits = jax.lax.map(lambda g: _bisect_rows(g, top_p), grouped).reshape(-1)[:b]
+    return _float_of(bits)[:, None]
 
 
 def fast_argmax(x: jax.Array, x_max: jax.Array | None = None) -> jax.Array:

@@ -87,11 +87,7 @@ def test_cpu_chunked_nucleus_matches_the_sorted_reference(v, chunk, monkeypatch)
 @jax.jit
 def _row_search_and_bisection(row, top_p):
     """(the bisection's bits, the row search's bits, its passes) for one row, with the same masses."""
-    mass = lambda t: sampler._masked_mass(row, t)
-    ref = sampler._bisect_nucleus((), top_p, mass)
-    got, passes = sampler._search_row_nucleus(top_p, row.shape[0], jnp.max(row), mass,
-                                              lambda t: sampler._max_below(row, t))
-    return ref, got, passes
+    return (sampler._bisect_rows(row, top_p),) + sampler._row_nucleus(row, top_p)
 
 
 def _softmax_np(z):
@@ -132,9 +128,8 @@ def test_row_nucleus_search_without_snaps_is_bounded_by_itp(name, monkeypatch):
     the bisection's threshold."""
     monkeypatch.setattr(sampler, "_MAX_SNAPS", 0)
     # traced here, without snaps (not the module's jitted helper, whose cached trace other tests share)
-    search = jax.jit(lambda row, top_p: sampler._search_row_nucleus(
-        top_p, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t), lambda t: sampler._max_below(row, t)))
-    bisect = jax.jit(lambda row, top_p: sampler._bisect_nucleus((), top_p, lambda t: sampler._masked_mass(row, t)))
+    search = jax.jit(lambda row, top_p: sampler._row_nucleus(row, top_p))
+    bisect = jax.jit(sampler._bisect_rows)
     row = jnp.asarray(_ROWS[name](np.random.default_rng(2)))
     bound = int(np.asarray(row.max()).view(np.int32)).bit_length() + sampler._ITP_SLACK
     for top_p in (0.5, 0.9, 0.999):
@@ -152,8 +147,7 @@ def test_row_nucleus_search_takes_about_half_the_bisection_passes_on_decode_rows
     passes = [int(_row_search_and_bisection(row, top_p)[2]) for top_p in (0.9, 0.95) for row in rows]
     assert np.median(passes) <= 20, passes
     monkeypatch.setattr(sampler, "_MAX_SNAPS", 0)
-    without_snaps = jax.jit(lambda row, top_p: sampler._search_row_nucleus(  # traced here, without snaps
-        top_p, row.shape[0], jnp.max(row), lambda t: sampler._masked_mass(row, t), lambda t: sampler._max_below(row, t))[1])
+    without_snaps = jax.jit(lambda row, top_p: sampler._row_nucleus(row, top_p)[1])  # traced here, without snaps
     passes_without = [int(without_snaps(row, top_p)) for top_p in (0.9, 0.95) for row in rows]
     assert sum(passes) < sum(passes_without), (passes, passes_without)
 
