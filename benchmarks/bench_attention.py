@@ -1,7 +1,8 @@
 """Causal self-attention forward + backward of a train step: the model's attention (`_softmax_attend`'s
 own VJP) against autodiff through `jax.nn.softmax` (the plain formula it replaced), same blocks, same
 inputs, in one process; then bench_model.py's whole train step with the model's causal attention
-(query blocks split off q) against the former form (each block's rows sliced out of the whole q).
+(query blocks split off q) against the former form (each block's rows sliced out of the whole q), and
+with RoPE's own VJP against autodiff through its rotate-half concatenation (the former form).
 
     .venv/bin/python benchmarks/bench_attention.py [--shapes demo,20m] [--batch 8] [--seq 512]
         [--repeats 9]
@@ -11,10 +12,10 @@ with two left-padded rows, loss = sum(out * cotangent), `jax.value_and_grad` ove
 Both ways are timed interleaved (`ab_compare.compare`: one call each per round, in
 position-balanced rounds after two untimed ones), medians over `--repeats` rounds; the ratio is the
 baseline's median over ours, with the median of the same-round ratios beside it. The max
-|difference| of the outputs and gradients is printed as a check. The step table times `ShardedTrainer`
-steps of the shape's `bench_model.py` config on a [batch, seq] batch, one trainer per way (same initial
-weights), the first step's loss the check. Load at start and end and the
-steal share of all CPU time while timing are printed. Runs under the glibc malloc tunables and
+|difference| of the outputs and gradients is printed as a check. The two step tables time
+`ShardedTrainer` steps of the shape's `bench_model.py` config on a [batch, seq] batch, one trainer per
+way (same initial weights), the first step's loss the check. Load at start and end and the steal share
+of all CPU time while timing are printed. Runs under the glibc malloc tunables and
 XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ab_compare import compare, parse_shape_args, table_row, traced_with  # noqa
 from bench_model import CONFIGS, make_batch, make_trainer  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from hr1_jax.models import attention, build_model  # noqa: E402
+from hr1_jax.models import attention, build_model, layers  # noqa: E402
 
 # (query heads, KV heads, head_dim) of bench_model.py's configs
 SHAPES = {"tiny": (4, 2, 16), "demo": (4, 2, 32), "20m": (4, 2, 64)}
@@ -80,16 +81,28 @@ def sliced_causal_attention(q, k, v, kv_valid, chunk: int):
     return attention._unrows(jnp.concatenate(outs, axis=2), t)
 
 
-def bench_step(name: str, batch: int, seq: int, repeats: int) -> dict:
-    """bench_model's train step at config `name`: the former query blocks ("sliced") against ours."""
+def autodiff_rope(x, cos, sin):
+    """The rope table's baseline: the former `layers.apply_rope`, x * cos + rotate_half(x) * sin with
+    rotate_half a concatenation, differentiated by JAX (each half's cotangent padded to the whole head,
+    the pads summed)."""
+    rd = cos.shape[-1]
+    cos, sin = cos[:, :, None, :].astype(x.dtype), sin[:, :, None, :].astype(x.dtype)
+    x_rot, x_pass = x[..., :rd], x[..., rd:]
+    rotated = jnp.concatenate([-x_rot[..., rd // 2:], x_rot[..., :rd // 2]], axis=-1)
+    return jnp.concatenate([x_rot * cos + rotated * sin, x_pass], axis=-1)
+
+
+def bench_step(name: str, batch: int, seq: int, repeats: int, attr: str, ways: dict, baseline: str) -> dict:
+    """bench_model's train step at config `name`, one trainer per way (same initial weights), each traced
+    with `attention.<attr>` set to its way's function (`ways`: name -> function, one named "ours")."""
     cfg = CONFIGS[name]
 
     def trainer_step(impl):
         trainer = make_trainer(build_model(cfg, nnx.Rngs(0)))
-        return traced_with(attention, "causal_attention", impl, lambda b: trainer.step(b)["loss"])
+        return traced_with(attention, attr, impl, lambda b: trainer.step(b)["loss"])
 
-    fns = {"sliced": trainer_step(sliced_causal_attention), "ours": trainer_step(attention.causal_attention)}
-    return {"shape": name} | compare(fns, (make_batch(cfg.vocab_size, batch, seq),), repeats, baseline="sliced")
+    fns = {way: trainer_step(impl) for way, impl in ways.items()}
+    return {"shape": name} | compare(fns, (make_batch(cfg.vocab_size, batch, seq),), repeats, baseline=baseline)
 
 
 def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
@@ -121,8 +134,17 @@ def main(argv=None) -> int:
     print("| config | sliced ms | ours ms | sliced / ours (pairwise) | first loss abs diff | load | steal |")
     print("|---|--:|--:|--:|--:|--|--|")
     for name in args.shapes:
-        r = bench_step(name, args.batch, args.seq, args.repeats)
+        r = bench_step(name, args.batch, args.seq, args.repeats, "causal_attention",
+                       {"sliced": sliced_causal_attention, "ours": attention.causal_attention}, "sliced")
         print(table_row(name, r, "sliced"), flush=True)
+    print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: RoPE "
+          f"differentiated through the rotate-half concatenation")
+    print("| config | autodiff ms | ours ms | autodiff / ours (pairwise) | first loss abs diff | load | steal |")
+    print("|---|--:|--:|--:|--:|--|--|")
+    for name in args.shapes:
+        r = bench_step(name, args.batch, args.seq, args.repeats, "apply_rope",
+                       {"autodiff": autodiff_rope, "ours": layers.apply_rope}, "autodiff")
+        print(table_row(name, r, "autodiff"), flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """The fast paths against their plain references: sort-free top-k/top-p and the two-pass argmax
-(identical masks and tokens), attention's own VJP (against autodiff through a plain softmax), blocked
-causal attention and the segmented cache's attention and writes (same values and gradients as one full
-softmax), and the fused LM-head + CE (same loss and gradients as autodiff through `token_logprobs`)."""
+(identical masks and tokens), attention's own VJP (against autodiff through a plain softmax), RoPE's
+own VJP (against autodiff through rotate-half, bit for bit), blocked causal attention and the
+segmented cache's attention and writes (same values and gradients as one full softmax), and the fused
+LM-head + CE (same loss and gradients as autodiff through `token_logprobs`)."""
 import functools
 
 import jax
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hr1_jax.models import attention, sampler
+from hr1_jax.models import attention, layers, sampler
 from hr1_jax.models.cache import (SEGMENT_MIN, KVCache, key_block, keys_from_blocks, keys_to_blocks,
                                   segment_bounds, slots_read)
 from hr1_jax.models.logprobs import fused_ce_sum, token_logprobs
@@ -229,6 +230,40 @@ def test_attention_vjp_matches_autodiff_through_the_softmax(dtype):
         np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(g_ref), atol=tol(g_max, g_max * d))
     assert float(jnp.abs(grads[0][1, :, 3]).max()) == 0.0   # the pad query's scores got no gradient
 
+
+
+def _autodiff_rope(x, cos, sin):
+    """The former `layers.apply_rope`: x * cos + rotate_half(x) * sin with rotate_half a concatenation,
+    differentiated by JAX."""
+    rd = cos.shape[-1]
+    cos, sin = cos[:, :, None, :].astype(x.dtype), sin[:, :, None, :].astype(x.dtype)
+    x_rot, x_pass = x[..., :rd], x[..., rd:]
+    rotated = jnp.concatenate([-x_rot[..., rd // 2:], x_rot[..., :rd // 2]], axis=-1)
+    return jnp.concatenate([x_rot * cos + rotated * sin, x_pass], axis=-1)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("head_dim,rotary_dim", [(32, 32), (16, 4)])
+def test_rope_own_vjp_is_autodiff_through_rotate_half_bit_for_bit(dtype, head_dim, rotary_dim):
+    """`apply_rope` computes the rotation by halves with its transpose as the VJP: the same values and
+    input gradients as autodiff through the rotate-half concatenation, bit for bit (each element is
+    the same two products and one sum or difference), at full and partial (Qwen3.5) rotary dims. The
+    tables are random, not rope_cos_sin's, so the halves of cos and sin differ and a mixed-up half
+    shows."""
+    ks = jax.random.split(jax.random.key(7), 4)
+    x = jax.random.normal(ks[0], (2, 9, 3, head_dim)).astype(dtype)
+    cot = jax.random.normal(ks[1], x.shape).astype(dtype)
+    cos, sin = (jax.random.normal(key, (2, 9, rotary_dim)) for key in ks[2:])
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def value_and_input_grad(fn, x):
+        out, vjp = jax.vjp(lambda x: fn(x, cos, sin), x)
+        return out, vjp(cot)[0]
+
+    ours, ref = value_and_input_grad(layers.apply_rope, x), value_and_input_grad(_autodiff_rope, x)
+    for a, b in zip(ours, ref):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
 
 def test_segments_tile_the_cache_doubling():
     for s in (1, 9, 64, 65, 192, 577, 4096, 20480):
