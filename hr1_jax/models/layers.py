@@ -76,9 +76,22 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return out if rd == x.shape[-1] else jnp.concatenate([out, x[..., rd:]], axis=-1)
 
 
-def _rotation(x, cos, sin, inverse: bool = False):
-    """x * cos + rotate_half(x) * sin computed by halves (HF layout: rotate_half(x) = [-x2, x1]);
-    `inverse`: the rotation back, which is the forward rotation's transpose."""
+@jax.custom_vjp
+def _rotate(x, cos, sin):
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (HF layout). Differentiated, it is
+    computed by halves and its VJP is the inverse rotation by halves: autodiff through the rotate-half
+    concatenation padded each half's cotangent to the whole head and summed the pads, separate passes
+    on XLA:CPU (bench_attention.py's rope table: the demo train step 1.03x, pairwise 1.04x). Not
+    differentiated (decode, prefill, log-probs) it keeps this concatenated form: with the halves form
+    bench_model.py's top-p decode at the tiny config ran slower (one-off runs). Both forms give the
+    same values bit for bit: each element is the same two products and one sum. cos and sin come from
+    integer positions and get no gradient."""
+    h = x.shape[-1] // 2
+    return x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
+
+
+def _by_halves(x, cos, sin, inverse: bool = False):
+    """`_rotate` computed by halves; `inverse`: the rotation back, which is its transpose."""
     h = x.shape[-1] // 2
     x1, x2 = x[..., :h], x[..., h:]
     if not inverse:
@@ -86,23 +99,13 @@ def _rotation(x, cos, sin, inverse: bool = False):
     return jnp.concatenate([x1 * cos[..., :h] + x2 * sin[..., h:], x2 * cos[..., h:] - x1 * sin[..., :h]], axis=-1)
 
 
-@jax.custom_vjp
-def _rotate(x, cos, sin):
-    """The rotation by its halves, with its transpose as the VJP: one elementwise pass each way.
-    Autodiff through the rotate-half concatenation padded each half's cotangent to the whole
-    head and summed the pads, which XLA:CPU runs as separate passes (bench_attention.py's rope
-    table: the demo train step 2-4% faster). Same values bit for bit. cos and sin come from
-    integer positions and get no gradient."""
-    return _rotation(x, cos, sin)
-
-
 def _rotate_fwd(x, cos, sin):
-    return _rotation(x, cos, sin), (cos, sin)
+    return _by_halves(x, cos, sin), (cos, sin)
 
 
 def _rotate_bwd(res, dy):
     cos, sin = res
-    return _rotation(dy, cos, sin, inverse=True), None, None
+    return _by_halves(dy, cos, sin, inverse=True), None, None
 
 
 _rotate.defvjp(_rotate_fwd, _rotate_bwd)

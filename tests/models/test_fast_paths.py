@@ -245,11 +245,11 @@ def _autodiff_rope(x, cos, sin):
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 @pytest.mark.parametrize("head_dim,rotary_dim", [(32, 32), (16, 4)])
 def test_rope_own_vjp_is_autodiff_through_rotate_half_bit_for_bit(dtype, head_dim, rotary_dim):
-    """`apply_rope` computes the rotation by halves with its transpose as the VJP: the same values and
-    input gradients as autodiff through the rotate-half concatenation, bit for bit (each element is
-    the same two products and one sum or difference), at full and partial (Qwen3.5) rotary dims. The
-    tables are random, not rope_cos_sin's, so the halves of cos and sin differ and a mixed-up half
-    shows."""
+    """`apply_rope` differentiated computes the rotation by halves with its transpose as the VJP, and
+    not differentiated the concatenated form: the same values (both ways) and input gradients as
+    autodiff through the rotate-half concatenation, bit for bit (each element is the same two
+    products and one sum or difference), at full and partial (Qwen3.5) rotary dims. The tables are
+    random, not rope_cos_sin's, so the halves of cos and sin differ and a mixed-up half shows."""
     ks = jax.random.split(jax.random.key(7), 4)
     x = jax.random.normal(ks[0], (2, 9, 3, head_dim)).astype(dtype)
     cot = jax.random.normal(ks[1], x.shape).astype(dtype)
@@ -261,7 +261,8 @@ def test_rope_own_vjp_is_autodiff_through_rotate_half_bit_for_bit(dtype, head_di
         return out, vjp(cot)[0]
 
     ours, ref = value_and_input_grad(layers.apply_rope, x), value_and_input_grad(_autodiff_rope, x)
-    for a, b in zip(ours, ref):
+    undifferentiated = jax.jit(lambda x: layers.apply_rope(x, cos, sin))(x)
+    for a, b in zip(ours + (undifferentiated,), ref + ref[:1]):
         assert a.dtype == dtype
         np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
 
