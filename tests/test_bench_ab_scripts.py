@@ -1,11 +1,10 @@
 """The scripts that time a model change against the form it replaced (`benchmarks/bench_attention.py`:
 the attention's own VJP against autodiff through jax.nn.softmax, and the train step with the causal
 attention's query blocks split against sliced and with RoPE's own VJP against autodiff;
-`benchmarks/bench_ce.py`: the fused CE's head weight
-gradient against one folded contraction, and the log-probs' head matmul against autodiff) run end to
-end at a tiny size, and their check holds: both ways give the same values and gradients (the same
-first loss for the train step); `benchmarks/bench_sampler.py` (the top-p search) keeps one threshold
-across its three searches."""
+`benchmarks/bench_ce.py`: the fused CE's head weight gradient against one folded contraction, and the
+log-probs' head matmul against autodiff) run end to end at a tiny size, and their check holds: both
+ways give the same values and gradients (the same first loss for the train step);
+`benchmarks/bench_sampler.py` (the top-p search) keeps one threshold across its three searches."""
 import re
 import subprocess
 import sys

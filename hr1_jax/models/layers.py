@@ -81,7 +81,7 @@ def _rotate(x, cos, sin):
     """x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (HF layout). Differentiated, it is
     computed by halves and its VJP is the inverse rotation by halves: autodiff through the rotate-half
     concatenation padded each half's cotangent to the whole head and summed the pads, separate passes
-    on XLA:CPU (bench_attention.py's rope table: the demo train step 1.03x, pairwise 1.04x). Not
+    on XLA:CPU (bench_attention.py's rope table: the demo train step 1.03x, pairwise 1.04-1.05x). Not
     differentiated (decode, prefill, log-probs) it keeps this concatenated form: with the halves form
     bench_model.py's top-p decode at the tiny config ran slower (one-off runs). Both forms give the
     same values bit for bit: each element is the same two products and one sum. cos and sin come from

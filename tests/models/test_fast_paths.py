@@ -231,7 +231,6 @@ def test_attention_vjp_matches_autodiff_through_the_softmax(dtype):
     assert float(jnp.abs(grads[0][1, :, 3]).max()) == 0.0   # the pad query's scores got no gradient
 
 
-
 def _autodiff_rope(x, cos, sin):
     """The former `layers.apply_rope`: x * cos + rotate_half(x) * sin with rotate_half a concatenation,
     differentiated by JAX."""
@@ -265,6 +264,7 @@ def test_rope_own_vjp_is_autodiff_through_rotate_half_bit_for_bit(dtype, head_di
     for a, b in zip(ours + (undifferentiated,), ref + ref[:1]):
         assert a.dtype == dtype
         np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+
 
 def test_segments_tile_the_cache_doubling():
     for s in (1, 9, 64, 65, 192, 577, 4096, 20480):
