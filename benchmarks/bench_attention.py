@@ -94,7 +94,7 @@ def autodiff_rope(x, cos, sin):
 
 def bench_step(name: str, batch: int, seq: int, repeats: int, attr: str, ways: dict, baseline: str) -> dict:
     """bench_model's train step at config `name`, one trainer per way (same initial weights), each traced
-    with `attention.<attr>` set to its way's function (`ways`: name -> function, one named "ours")."""
+    with `attention.<attr>` set to its way's function (`ways`: name -> function, `baseline` and "ours")."""
     cfg = CONFIGS[name]
 
     def trainer_step(impl):
@@ -129,22 +129,18 @@ def main(argv=None) -> int:
     for name in args.shapes:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
         print(table_row(f"{name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']})", r, "autodiff"), flush=True)
-    print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: query "
-          f"blocks sliced out of the whole q")
-    print("| config | sliced ms | ours ms | sliced / ours (pairwise) | first loss abs diff | load | steal |")
-    print("|---|--:|--:|--:|--:|--|--|")
-    for name in args.shapes:
-        r = bench_step(name, args.batch, args.seq, args.repeats, "causal_attention",
-                       {"sliced": sliced_causal_attention, "ours": attention.causal_attention}, "sliced")
-        print(table_row(name, r, "sliced"), flush=True)
-    print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: RoPE "
-          f"differentiated through the rotate-half concatenation")
-    print("| config | autodiff ms | ours ms | autodiff / ours (pairwise) | first loss abs diff | load | steal |")
-    print("|---|--:|--:|--:|--:|--|--|")
-    for name in args.shapes:
-        r = bench_step(name, args.batch, args.seq, args.repeats, "apply_rope",
-                       {"autodiff": autodiff_rope, "ours": layers.apply_rope}, "autodiff")
-        print(table_row(name, r, "autodiff"), flush=True)
+    step_tables = (("query blocks sliced out of the whole q", "causal_attention",
+                    {"sliced": sliced_causal_attention, "ours": attention.causal_attention}),
+                   ("RoPE differentiated through the rotate-half concatenation", "apply_rope",
+                    {"autodiff": autodiff_rope, "ours": layers.apply_rope}))
+    for what, attr, ways in step_tables:
+        baseline = next(iter(ways))
+        print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: {what}")
+        print(f"| config | {baseline} ms | ours ms | {baseline} / ours (pairwise) | first loss abs diff | load | steal |")
+        print("|---|--:|--:|--:|--:|--|--|")
+        for name in args.shapes:
+            r = bench_step(name, args.batch, args.seq, args.repeats, attr, ways, baseline)
+            print(table_row(name, r, baseline), flush=True)
     return 0
 
 
