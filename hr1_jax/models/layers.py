@@ -79,7 +79,7 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 @jax.custom_vjp
 def _rotate(x, cos, sin):
     """x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] (HF layout). Differentiated, it is
-    computed by halves and its VJP is the inverse rotation by halves: autodiff through the rotate-half
+    computed by halves and its VJP is the transposed map by halves: autodiff through the rotate-half
     concatenation padded each half's cotangent to the whole head and summed the pads, separate passes
     on XLA:CPU (bench_attention.py's rope table: the demo train step 1.03x, pairwise 1.04-1.05x). Not
     differentiated (decode, prefill, log-probs) it keeps this concatenated form: with the halves form
@@ -90,11 +90,12 @@ def _rotate(x, cos, sin):
     return x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
 
 
-def _by_halves(x, cos, sin, inverse: bool = False):
-    """`_rotate` computed by halves; `inverse`: the rotation back, which is its transpose."""
+def _by_halves(x, cos, sin, transpose: bool = False):
+    """`_rotate` computed by halves; `transpose`: its transposed map, the VJP (the rotation back when
+    the halves of cos and sin are equal, as rope_cos_sin makes them)."""
     h = x.shape[-1] // 2
     x1, x2 = x[..., :h], x[..., h:]
-    if not inverse:
+    if not transpose:
         return jnp.concatenate([x1 * cos[..., :h] - x2 * sin[..., :h], x2 * cos[..., h:] + x1 * sin[..., h:]], axis=-1)
     return jnp.concatenate([x1 * cos[..., :h] + x2 * sin[..., h:], x2 * cos[..., h:] - x1 * sin[..., :h]], axis=-1)
 
@@ -105,7 +106,7 @@ def _rotate_fwd(x, cos, sin):
 
 def _rotate_bwd(res, dy):
     cos, sin = res
-    return _by_halves(dy, cos, sin, inverse=True), None, None
+    return _by_halves(dy, cos, sin, transpose=True), None, None
 
 
 _rotate.defvjp(_rotate_fwd, _rotate_bwd)
