@@ -56,8 +56,18 @@ def _softmax_attend(qr, k, v, mask):
 
 
 def _softmax_attend_fwd(qr, k, v, mask):
-    scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (qr.shape[-1] ** -0.5)
-    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, _MASKED), axis=-1)
+    # The mask enters as an added bias (0 or _MASKED, which absorbs any score: the same masked
+    # scores as a select) and an fp32 q is scaled before the matmul (one rounding, as scaling the
+    # scores): XLA:CPU then runs the scores matmul, mask, row max and exponentials as one YNNPACK
+    # fusion, where a select stays a pass of its own (the demo train step ~2% faster:
+    # benchmarks/README.md). A bf16 q keeps its scale in fp32, after the matmul.
+    scale = qr.shape[-1] ** -0.5
+    bias = jnp.where(mask, 0.0, _MASKED)[:, None]
+    if qr.dtype == jnp.float32:
+        scores = jnp.einsum("bkrd,bksd->bkrs", qr * scale, k, preferred_element_type=jnp.float32)
+    else:
+        scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * scale
+    probs = jax.nn.softmax(scores + bias, axis=-1)
     out = jnp.einsum("bkrs,bksd->bkrd", probs.astype(v.dtype), v)
     return out, (qr, k, v, mask, probs, out)
 
