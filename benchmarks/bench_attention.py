@@ -2,7 +2,9 @@
 own VJP) against autodiff through `jax.nn.softmax` (the plain formula it replaced), same blocks, same
 inputs, in one process; then bench_model.py's whole train step with the model's causal attention
 (query blocks split off q) against the former form (each block's rows sliced out of the whole q), and
-with RoPE's own VJP against autodiff through its rotate-half concatenation (the former form).
+with RoPE's own VJP against autodiff through its rotate-half concatenation (the former form), and with
+the attention's mask added as a bias and q scaled before the scores matmul against the former select
+and scaled scores (the same backward).
 
     .venv/bin/python benchmarks/bench_attention.py [--shapes demo,20m] [--batch 8] [--seq 512]
         [--repeats 9]
@@ -20,7 +22,9 @@ XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,6 +41,8 @@ import jax.numpy as jnp  # noqa: E402
 configure_jax()
 
 from ab_compare import compare, parse_shape_args, table_row, traced_with  # noqa: E402  (benchmarks/, the script's folder)
+from machine_state import CpuWindow, load_text  # noqa: E402
+from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median  # noqa: E402
 from bench_model import CONFIGS, make_batch, make_trainer  # noqa: E402
 from flax import nnx  # noqa: E402
 
@@ -51,6 +57,23 @@ def autodiff_softmax_attend(qr, k, v, mask):
     scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (qr.shape[-1] ** -0.5)
     probs = jax.nn.softmax(jnp.where(mask[:, None], scores, attention._MASKED), axis=-1).astype(v.dtype)
     return jnp.einsum("bkrs,bksd->bkrd", probs, v)
+
+
+def _select_mask_fwd(qr, k, v, mask):
+    """The former `_softmax_attend` forward: scores scaled after the matmul, the mask a select."""
+    scores = jnp.einsum("bkrd,bksd->bkrs", qr, k, preferred_element_type=jnp.float32) * (qr.shape[-1] ** -0.5)
+    probs = jax.nn.softmax(jnp.where(mask[:, None], scores, attention._MASKED), axis=-1)
+    out = jnp.einsum("bkrs,bksd->bkrd", probs.astype(v.dtype), v)
+    return out, (qr, k, v, mask, probs, out)
+
+
+@jax.custom_vjp
+def select_mask_softmax_attend(qr, k, v, mask):
+    """The mask table's baseline: the former forward (`_select_mask_fwd`) with the model's backward."""
+    return _select_mask_fwd(qr, k, v, mask)[0]
+
+
+select_mask_softmax_attend.defvjp(_select_mask_fwd, attention._softmax_attend_bwd)
 
 
 def step_fn(core, valid, cotangent):
@@ -119,6 +142,66 @@ def bench_shape(name: str, batch: int, seq: int, repeats: int) -> dict:
         | compare(fns, (q, k, v), repeats, baseline="autodiff")
 
 
+def bench_torch_sdpa(name: str, batch: int, seq: int, repeats: int) -> dict:
+    """Our causal attention (jitted, no padding, as bench_model.py's batch) against torch's
+    `scaled_dot_product_attention(is_causal=True)` after `repeat_kv`, the path HF's Qwen3 trains
+    through in bench_model.py: the forward alone (torch under no_grad), and forward + backward of
+    sum(out * cotangent) over q, k, v. Interleaved, position-balanced rounds after the untimed ones;
+    per pass: both medians, torch's over ours, and the max |difference| of the outputs / gradients."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    heads, kv_heads, head_dim = SHAPES[name]
+    ks = jax.random.split(jax.random.key(0), 4)
+    q = jax.random.normal(ks[0], (batch, seq, heads, head_dim))
+    k, v = (jax.random.normal(key, (batch, kv_heads, seq, head_dim)) for key in ks[1:3])
+    cotangent = jax.random.normal(ks[3], q.shape)
+    valid = jnp.ones((batch, seq), bool)
+    forward = jax.jit(lambda q, k, v: attention.causal_attention(q, k, v, valid, seq))
+    step = jax.jit(jax.grad(lambda q, k, v: jnp.sum(forward(q, k, v) * cotangent), argnums=(0, 1, 2)))
+    # torch's layout [B, heads, T, D]; repeat_kv repeats each KV head for its group of query heads
+    tq, tk, tv = (torch.from_numpy(np.array(x)).requires_grad_() for x in (q.swapaxes(1, 2), k, v))
+    t_cot = torch.from_numpy(np.array(cotangent.swapaxes(1, 2)))
+
+    def torch_attention():
+        g = heads // kv_heads
+        return F.scaled_dot_product_attention(tq, tk.repeat_interleave(g, 1), tv.repeat_interleave(g, 1),
+                                              is_causal=True)
+
+    def torch_forward():
+        with torch.no_grad():
+            return torch_attention()
+
+    def torch_step():
+        grads = torch.autograd.grad((torch_attention() * t_cot).sum(), (tq, tk, tv))
+        return grads
+
+    diffs = {"forward": float(np.abs(torch_forward().numpy().swapaxes(1, 2) - np.asarray(forward(q, k, v))).max()),
+             "forward + backward": max(float(np.abs(a.numpy() - np.asarray(b)).max()) for a, b in zip(
+                 torch_step(), (step(q, k, v)[0].swapaxes(1, 2), *step(q, k, v)[1:])))}
+
+    def timed(fn):
+        def sample():
+            t = time.perf_counter()
+            fn()
+            return time.perf_counter() - t
+        return sample
+
+    rows = []
+    for what, ours, theirs in (("forward", lambda: jax.block_until_ready(forward(q, k, v)), torch_forward),
+                               ("forward + backward", lambda: jax.block_until_ready(step(q, k, v)), torch_step)):
+        samplers = {"ours": timed(ours), "torch": timed(theirs)}
+        interleaved_samples(samplers, WARMUP_ROUNDS)
+        window, load_start = CpuWindow(), load_text()
+        samples = interleaved_samples(samplers, repeats, balanced=True)
+        ours_ms, torch_ms = (statistics.median(samples[n]) * 1e3 for n in ("ours", "torch"))
+        rows.append(f"| {name} ({heads} / {kv_heads} / {head_dim}) | {what} | {ours_ms:.2f} | {torch_ms:.2f} "
+                    f"| {torch_ms / ours_ms:.2f} ({pairwise_median(samples['torch'], samples['ours']):.2f}) "
+                    f"| {diffs[what]:.1e} | {load_start} -> {load_text()} | {window.steal_text()} |")
+    return {"rows": rows}
+
+
 def main(argv=None) -> int:
     args = parse_shape_args(__doc__.splitlines()[0], SHAPES, argv)
     print(f"causal attention fwd+bwd [{args.batch} x {args.seq}], fp32, {jax.devices()[0].platform}; "
@@ -129,10 +212,20 @@ def main(argv=None) -> int:
     for name in args.shapes:
         r = bench_shape(name, args.batch, args.seq, args.repeats)
         print(table_row(f"{name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']})", r, "autodiff"), flush=True)
+    print(f"\ncausal attention [{args.batch} x {args.seq}], no padding: ours against torch's "
+          "scaled_dot_product_attention (is_causal, after repeat_kv: HF's sdpa path)")
+    print("| shape (heads / KV heads / head_dim) | pass | ours ms | torch ms | torch / ours (pairwise) "
+          "| max abs diff | load | steal |")
+    print("|---|---|--:|--:|--:|--:|--|--|")
+    for name in args.shapes:
+        for row in bench_torch_sdpa(name, args.batch, args.seq, args.repeats)["rows"]:
+            print(row, flush=True)
     step_tables = (("query blocks sliced out of the whole q", "causal_attention",
                     {"sliced": sliced_causal_attention, "ours": attention.causal_attention}),
                    ("RoPE differentiated through the rotate-half concatenation", "apply_rope",
-                    {"autodiff": autodiff_rope, "ours": layers.apply_rope}))
+                    {"autodiff": autodiff_rope, "ours": layers.apply_rope}),
+                   ("the attention's mask as a select, its scale after the scores matmul", "_softmax_attend",
+                    {"select": select_mask_softmax_attend, "ours": attention._softmax_attend}))
     for what, attr, ways in step_tables:
         baseline = next(iter(ways))
         print(f"\ntrain step [{args.batch} x {args.seq}] (bench_model.py's config, CE + AdamW); baseline: {what}")
