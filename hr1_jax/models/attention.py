@@ -56,11 +56,12 @@ def _softmax_attend(qr, k, v, mask):
 
 
 def _softmax_attend_fwd(qr, k, v, mask):
-    # The mask enters as an added bias (0 or _MASKED, which absorbs any score: the same masked
-    # scores as a select) and an fp32 q is scaled before the matmul (one rounding, as scaling the
-    # scores): XLA:CPU then runs the scores matmul, mask, row max and exponentials as one YNNPACK
-    # fusion, where a select stays a pass of its own (the demo train step ~2% faster:
-    # benchmarks/README.md). A bf16 q keeps its scale in fp32, after the matmul.
+    # The mask enters as an added bias (0 or _MASKED: any score under ~1e22 in magnitude rounds
+    # away beside it, so the masked entries are exactly a select's) and an fp32 q is scaled before
+    # the matmul (one rounding, as scaling the scores): XLA:CPU then runs the scores matmul, mask,
+    # row max and exponentials as one YNNPACK fusion, where a select stays a pass of its own (the
+    # demo train step ~2% faster: bench_attention.py, benchmarks/README.md). A bf16 q keeps its
+    # scale in fp32, after the matmul.
     scale = qr.shape[-1] ** -0.5
     bias = jnp.where(mask, 0.0, _MASKED)[:, None]
     if qr.dtype == jnp.float32:
