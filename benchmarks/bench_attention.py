@@ -22,6 +22,7 @@ XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 """
 from __future__ import annotations
 
+import importlib.util
 import statistics
 import sys
 import time
@@ -174,12 +175,12 @@ def bench_torch_sdpa(name: str, batch: int, seq: int, repeats: int) -> dict:
             return torch_attention()
 
     def torch_step():
-        grads = torch.autograd.grad((torch_attention() * t_cot).sum(), (tq, tk, tv))
-        return grads
+        return torch.autograd.grad((torch_attention() * t_cot).sum(), (tq, tk, tv))
 
+    dq, dk, dv = step(q, k, v)
     diffs = {"forward": float(np.abs(torch_forward().numpy().swapaxes(1, 2) - np.asarray(forward(q, k, v))).max()),
-             "forward + backward": max(float(np.abs(a.numpy() - np.asarray(b)).max()) for a, b in zip(
-                 torch_step(), (step(q, k, v)[0].swapaxes(1, 2), *step(q, k, v)[1:])))}
+             "forward + backward": max(float(np.abs(a.numpy() - np.asarray(b)).max())
+                                       for a, b in zip(torch_step(), (dq.swapaxes(1, 2), dk, dv)))}
 
     def timed(fn):
         def sample():
@@ -214,12 +215,15 @@ def main(argv=None) -> int:
         print(table_row(f"{name} ({r['heads']} / {r['kv_heads']} / {r['head_dim']})", r, "autodiff"), flush=True)
     print(f"\ncausal attention [{args.batch} x {args.seq}], no padding: ours against torch's "
           "scaled_dot_product_attention (is_causal, after repeat_kv: HF's sdpa path)")
-    print("| shape (heads / KV heads / head_dim) | pass | ours ms | torch ms | torch / ours (pairwise) "
-          "| max abs diff | load | steal |")
-    print("|---|---|--:|--:|--:|--:|--|--|")
-    for name in args.shapes:
-        for row in bench_torch_sdpa(name, args.batch, args.seq, args.repeats)["rows"]:
-            print(row, flush=True)
+    if importlib.util.find_spec("torch") is None:
+        print("torch: not installed, table skipped (bash launch/setup.sh installs it with the test extras)")
+    else:
+        print("| shape (heads / KV heads / head_dim) | pass | ours ms | torch ms | torch / ours (pairwise) "
+              "| max abs diff | load | steal |")
+        print("|---|---|--:|--:|--:|--:|--|--|")
+        for name in args.shapes:
+            for row in bench_torch_sdpa(name, args.batch, args.seq, args.repeats)["rows"]:
+                print(row, flush=True)
     step_tables = (("query blocks sliced out of the whole q", "causal_attention",
                     {"sliced": sliced_causal_attention, "ours": attention.causal_attention}),
                    ("RoPE differentiated through the rotate-half concatenation", "apply_rope",

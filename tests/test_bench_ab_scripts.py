@@ -1,6 +1,8 @@
 """The scripts that time a model change against the form it replaced (`benchmarks/bench_attention.py`:
-the attention's own VJP against autodiff through jax.nn.softmax, and the train step with the causal
-attention's query blocks split against sliced and with RoPE's own VJP against autodiff;
+the attention's own VJP against autodiff through jax.nn.softmax, our attention against torch's SDPA
+(forward, and forward + backward), and the train step with the causal attention's query blocks split
+against sliced, with RoPE's own VJP against autodiff and with the attention's mask an added bias
+against a select;
 `benchmarks/bench_ce.py`: the fused CE's head weight gradient against one folded contraction, and the
 log-probs' head matmul against autodiff) run end to end at a tiny size, and their check holds: both
 ways give the same values and gradients (the same first loss for the train step);
@@ -24,10 +26,13 @@ def test_script_runs_and_both_ways_agree(script, seq):
                          capture_output=True, text=True, timeout=600, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if line.startswith("| tiny")]
-    # bench_attention: attention and two train steps (query blocks, RoPE); bench_ce: ce and logprobs
-    assert len(rows) == (3 if script == "bench_attention.py" else 2)
+    # bench_attention: attention, torch's SDPA (two passes) and three train steps (query blocks, RoPE,
+    # mask); bench_ce: ce and logprobs
+    assert len(rows) == (6 if script == "bench_attention.py" else 2)
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[1] in ("forward", "forward + backward"):   # the SDPA table's pass column
+            del cells[1]
         assert all(float(c) > 0 for c in cells[1:3])            # both ways timed
         # fp32 sums of <= 150 products of O(1) terms (a mean loss for the step): reordering them moves the
         # results by far less than 1e-3

@@ -60,7 +60,7 @@ def _softmax_attend_fwd(qr, k, v, mask):
     # away beside it, so the masked entries are exactly a select's) and an fp32 q is scaled before
     # the matmul (one rounding, as scaling the scores): XLA:CPU then runs the scores matmul, mask,
     # row max and exponentials as one YNNPACK fusion, where a select stays a pass of its own (the
-    # demo train step ~2% faster: bench_attention.py, benchmarks/README.md). A bf16 q keeps its
+    # demo train step 2-3% faster: bench_attention.py, benchmarks/README.md). A bf16 q keeps its
     # scale in fp32, after the matmul.
     scale = qr.shape[-1] ** -0.5
     bias = jnp.where(mask, 0.0, _MASKED)[:, None]
