@@ -32,24 +32,33 @@ def compare(fns: dict, args: tuple, repeats: int, baseline: str) -> dict:
     over the leaves of the two results, then `WARMUP_ROUNDS` untimed rounds and `repeats` timed ones in
     position-balanced order. Returns medians in ms (`<name>_ms`), the baseline's median over ours
     (`ratio`) and the median of the same-round ratios (`ratio_pairwise`), the load at start and end and
-    the steal share while timing."""
+    the steal share while timing (`timed_rounds`)."""
     results = {n: jax.block_until_ready(f(*args)) for n, f in fns.items()}   # compile, and the check
     diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(results[baseline]),
                                                                 jax.tree.leaves(results["ours"])))
+    return {"max_abs_diff": diff} | timed_rounds(
+        {n: (lambda f=f: jax.block_until_ready(f(*args))) for n, f in fns.items()}, repeats, baseline)
 
-    def sampler(f):
+
+def timed_rounds(calls: dict, repeats: int, baseline: str) -> dict:
+    """Time each of `calls` (name -> callable of no arguments that returns once its work is done; one
+    named `baseline`, one "ours"): `WARMUP_ROUNDS` untimed rounds, then `repeats` timed ones in
+    position-balanced order. Returns medians in ms (`<name>_ms`), the baseline's median over ours
+    (`ratio`), the median of the same-round ratios (`ratio_pairwise`), the load at start and end and
+    the steal share while timing."""
+    def sampler(call):
         def sample():
             t = time.perf_counter()
-            jax.block_until_ready(f(*args))
+            call()
             return time.perf_counter() - t
         return sample
 
-    samplers = {n: sampler(f) for n, f in fns.items()}
+    samplers = {n: sampler(call) for n, call in calls.items()}
     interleaved_samples(samplers, WARMUP_ROUNDS)
     window, load_start = CpuWindow(), load_text()   # after the untimed rounds: the timed ones' load
     samples = interleaved_samples(samplers, repeats, balanced=True)
     out = {f"{n}_ms": statistics.median(s) * 1e3 for n, s in samples.items()}
-    return out | {"max_abs_diff": diff, "ratio": out[f"{baseline}_ms"] / out["ours_ms"],
+    return out | {"ratio": out[f"{baseline}_ms"] / out["ours_ms"],
                   "ratio_pairwise": pairwise_median(samples[baseline], samples["ours"]),
                   "load": f"{load_start} -> {load_text()}", "steal": window.steal_text()}
 

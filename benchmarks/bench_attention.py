@@ -23,9 +23,7 @@ XLA:CPU dispatch the launch scripts run jobs with (`hr1_jax.utils.host_env`).
 from __future__ import annotations
 
 import importlib.util
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,9 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 
 configure_jax()
 
-from ab_compare import compare, parse_shape_args, table_row, traced_with  # noqa: E402  (benchmarks/, the script's folder)
-from machine_state import CpuWindow, load_text  # noqa: E402
-from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median  # noqa: E402
+from ab_compare import compare, parse_shape_args, table_row, timed_rounds, traced_with  # noqa: E402  (benchmarks/, the script's folder)
 from bench_model import CONFIGS, make_batch, make_trainer  # noqa: E402
 from flax import nnx  # noqa: E402
 
@@ -182,24 +178,12 @@ def bench_torch_sdpa(name: str, batch: int, seq: int, repeats: int) -> dict:
              "forward + backward": max(float(np.abs(a.numpy() - np.asarray(b)).max())
                                        for a, b in zip(torch_step(), (dq.swapaxes(1, 2), dk, dv)))}
 
-    def timed(fn):
-        def sample():
-            t = time.perf_counter()
-            fn()
-            return time.perf_counter() - t
-        return sample
-
     rows = []
     for what, ours, theirs in (("forward", lambda: jax.block_until_ready(forward(q, k, v)), torch_forward),
                                ("forward + backward", lambda: jax.block_until_ready(step(q, k, v)), torch_step)):
-        samplers = {"ours": timed(ours), "torch": timed(theirs)}
-        interleaved_samples(samplers, WARMUP_ROUNDS)
-        window, load_start = CpuWindow(), load_text()
-        samples = interleaved_samples(samplers, repeats, balanced=True)
-        ours_ms, torch_ms = (statistics.median(samples[n]) * 1e3 for n in ("ours", "torch"))
-        rows.append(f"| {name} ({heads} / {kv_heads} / {head_dim}) | {what} | {ours_ms:.2f} | {torch_ms:.2f} "
-                    f"| {torch_ms / ours_ms:.2f} ({pairwise_median(samples['torch'], samples['ours']):.2f}) "
-                    f"| {diffs[what]:.1e} | {load_start} -> {load_text()} | {window.steal_text()} |")
+        r = timed_rounds({"ours": ours, "torch": theirs}, repeats, baseline="torch")
+        rows.append(f"| {name} ({heads} / {kv_heads} / {head_dim}) | {what} | {r['ours_ms']:.2f} | {r['torch_ms']:.2f} "
+                    f"| {r['ratio']:.2f} ({r['ratio_pairwise']:.2f}) | {diffs[what]:.1e} | {r['load']} | {r['steal']} |")
     return {"rows": rows}
 
 
