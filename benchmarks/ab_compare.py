@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 
 from machine_state import CpuWindow, load_text
-from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median
+from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median, seconds_sampler
 
 
 def traced_with(module, name: str, impl, fn):
@@ -46,14 +45,7 @@ def timed_rounds(calls: dict, repeats: int, baseline: str) -> dict:
     position-balanced order. Returns medians in ms (`<name>_ms`), the baseline's median over ours
     (`ratio`), the median of the same-round ratios (`ratio_pairwise`), the load at start and end and
     the steal share while timing."""
-    def sampler(call):
-        def sample():
-            t = time.perf_counter()
-            call()
-            return time.perf_counter() - t
-        return sample
-
-    samplers = {n: sampler(call) for n, call in calls.items()}
+    samplers = {n: seconds_sampler(call) for n, call in calls.items()}
     interleaved_samples(samplers, WARMUP_ROUNDS)
     window, load_start = CpuWindow(), load_text()   # after the untimed rounds: the timed ones' load
     samples = interleaved_samples(samplers, repeats, balanced=True)

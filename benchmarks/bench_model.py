@@ -55,7 +55,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +101,7 @@ from hr1_jax.train.ce_step import ShardedTrainer  # noqa: E402
 from hr1_jax.parallel import config as pconfig  # noqa: E402
 from machine_state import CpuWindow, format_share, load_1min, load_text  # noqa: E402  (benchmarks/, the script's folder)
 from targets import model_lines  # noqa: E402
-from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median  # noqa: E402
+from timing import WARMUP_ROUNDS, interleaved_samples, pairwise_median, seconds_sampler  # noqa: E402
 
 CONFIGS = {
     # the `hr1 demo` engineer (configs/demo.py): 0.5M parameters, tied embeddings
@@ -143,12 +142,7 @@ def interleaved(fns: dict, repeats: int) -> dict:
     """Median seconds of each fn over `repeats` rounds, the fns run in turn within a round, the order
     reversed every other round, after `timing.WARMUP_ROUNDS` untimed rounds; plus "pairwise"
     medians of time/first-fn-time per round and the "warmup" rounds' seconds per fn."""
-    def timed(fn):
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-    samplers = {k: lambda fn=fn: timed(fn) for k, fn in fns.items()}
+    samplers = {k: seconds_sampler(fn) for k, fn in fns.items()}
     warmup = interleaved_samples(samplers, WARMUP_ROUNDS)
     times = interleaved_samples(samplers, repeats, balanced=True)
     first = times[next(iter(fns))]

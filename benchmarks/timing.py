@@ -4,6 +4,17 @@ hits each alike, and ratios are taken within a round."""
 from __future__ import annotations
 
 import statistics
+import time
+
+
+def seconds_sampler(call):
+    """A sampler for `interleaved_samples`: calls `call` (no arguments, returns once its work is done)
+    and returns the seconds it took."""
+    def sample():
+        t = time.perf_counter()
+        call()
+        return time.perf_counter() - t
+    return sample
 
 
 def interleaved_samples(samplers: dict, repeats: int, *, balanced: bool = False) -> dict:
